@@ -1,0 +1,39 @@
+"""Content-hash cache for ingestion-time LLM calls.
+
+The key covers everything that can change the reply: namespace (so no cache crosses a namespace
+wall), method, call name, prompt-template hash, model, temperature and the canonical input.
+Re-ingesting the same content therefore makes no LLM call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from app.memory.docstore import DocStore
+from app.prompts import prompt_hash
+
+
+def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:
+    canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    parts = [namespace, method, call, prompt_hash(method, call), model, f"{temperature:g}", canon]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+class LLMCache:
+    def __init__(self, docs: DocStore) -> None:
+        self.docs = docs
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Any:
+        value = self.docs.cache_get(key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        self.docs.cache_put(key, value)

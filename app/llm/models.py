@@ -1,0 +1,90 @@
+"""Chat-model factory: any OpenAI-compatible endpoint from settings, else the embedded model.
+
+With no `RECOLLECT_LLM_BASE_URL`, the first request for a model starts the local llama.cpp
+server on a free 127.0.0.1 port (stopped when the process exits). Models are cached per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from app.config import Context, get_settings
+
+_LOCK = threading.Lock()
+_MODELS: dict[str, BaseChatModel] = {}
+_SERVER: Any = None
+
+
+def _openai(base_url: str, api_key: str, model: str) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    s = get_settings()
+    return ChatOpenAI(
+        base_url=base_url or None,
+        api_key=api_key or "not-needed",
+        model=model or "gpt-4o-mini",
+        temperature=s.llm_temperature,
+        timeout=s.llm_timeout_s,
+        max_retries=s.llm_max_retries,  # the OpenAI client backs off exponentially on transient errors
+        stream_usage=True,
+    )
+
+
+def local_server() -> Any:
+    """Start (once) and return the embedded llama.cpp server."""
+    global _SERVER
+    from app.llm.local_runtime import LocalServer
+
+    with _LOCK:
+        if _SERVER is None or _SERVER.proc is None or _SERVER.proc.poll() is not None:
+            _SERVER = LocalServer().start()
+        return _SERVER
+
+
+def stop_local_server() -> None:
+    global _SERVER
+    with _LOCK:
+        if _SERVER is not None:
+            _SERVER.stop()
+            _SERVER = None
+        _MODELS.pop("local", None)
+
+
+def default_chat_model() -> BaseChatModel:
+    s = get_settings()
+    key = "remote" if s.llm_base_url else "local"
+    with _LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+    if s.llm_base_url:
+        model = _openai(s.llm_base_url, s.llm_api_key, s.llm_model)
+    else:
+        server = local_server()
+        model = _openai(server.base_url, "local", server.spec.alias)
+    with _LOCK:
+        _MODELS[key] = model
+    return model
+
+
+def aux_chat_model() -> BaseChatModel:
+    s = get_settings()
+    if not s.aux_llm_base_url:
+        return default_chat_model()
+    with _LOCK:
+        if "aux" not in _MODELS:
+            _MODELS["aux"] = _openai(s.aux_llm_base_url, s.aux_llm_api_key, s.aux_llm_model)
+        return _MODELS["aux"]
+
+
+def get_chat_model(ctx: Context, role: str = "main") -> BaseChatModel:
+    """The model for a node: an injected one from the context, else the configured endpoint."""
+    if role == "aux":
+        return ctx.aux_chat_model or ctx.chat_model or aux_chat_model()
+    return ctx.chat_model or default_chat_model()
+
+
+def model_name(model: Any) -> str:
+    return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)

@@ -1,0 +1,219 @@
+"""One structured-output helper for every node.
+
+`call_structured` sends the messages with the structured-output method the endpoint supports,
+extracts JSON leniently (code fences, surrounding prose, small syntax slips via json-repair),
+validates it with a pydantic model, retries once showing the model its validation error, and
+otherwise reports failure so the caller applies its documented fallback and records it in the
+trace. Every call's usage is counted, retries and failed parses included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import json_repair
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ValidationError
+
+from app.llm.usage import call_record, estimate_tokens, merge_usage, mg_token_estimate
+from app.prompts import render_prompt
+
+T = TypeVar("T", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+class EndpointError(RuntimeError):
+    """The chat endpoint could not be reached or kept failing after its retries."""
+
+
+@dataclass
+class StructuredResult(Generic[T]):
+    value: T | None
+    raw: str = ""
+    attempts: int = 0
+    error: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    message: AIMessage | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+    def failure_note(self) -> dict[str, Any]:
+        """What a node puts in its trace record when it falls back."""
+        return {"fallback": True, "error": (self.error or "")[:500], "raw": self.raw[:300]}
+
+
+def extract_json(text: str) -> Any:
+    """Best-effort JSON from a model reply: fenced block, first {...}/[...] span, then json-repair."""
+    if not text or not text.strip():
+        raise ValueError("empty reply")
+    candidates: list[str] = [m.strip() for m in _FENCE.findall(text)]
+    stripped = text.strip()
+    candidates.append(stripped)
+    starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
+    if starts:
+        start = min(starts)
+        end = max(stripped.rfind("}"), stripped.rfind("]"))
+        if end > start:
+            candidates.append(stripped[start : end + 1])
+    for cand in candidates:
+        try:
+            return json.loads(cand)
+        except (json.JSONDecodeError, ValueError):
+            continue
+    for cand in candidates:
+        repaired = json_repair.loads(cand)
+        if repaired not in ("", None, [], {}) or cand.strip() in ("{}", "[]"):
+            return repaired
+    raise ValueError("no JSON object found in the reply")
+
+
+def resolve_method(model: BaseChatModel, method: str) -> str:
+    """Pick a structured-output method for this endpoint when the setting is `auto`.
+
+    OpenAI enforces `json_schema`; llama.cpp accepts a `json_object` response format carrying a
+    schema and constrains decoding with a grammar (but rejects `json_schema`); other servers
+    (vLLM, Ollama, …) get plain JSON mode with the schema described in the prompt.
+    """
+    if method != "auto":
+        return method
+    preferred = getattr(model, "recollect_structured_method", None)
+    if preferred:
+        return str(preferred)
+    base = str(getattr(model, "openai_api_base", None) or "")
+    if type(model).__name__ == "ChatOpenAI":
+        if not base or "api.openai.com" in base:
+            return "json_schema"
+        if "127.0.0.1" in base or "localhost" in base:
+            return "json_object_schema"
+    return "json_mode"
+
+
+def _bind(model: BaseChatModel, schema: type[BaseModel], method: str, max_tokens: int | None) -> Any:
+    kwargs: dict[str, Any] = {}
+    if max_tokens:
+        kwargs["max_tokens"] = max_tokens
+    js = schema.model_json_schema()
+    if method == "json_schema":
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": js, "strict": False},
+        }
+    elif method == "json_object_schema":
+        kwargs["response_format"] = {"type": "json_object", "schema": js}
+    elif method == "json_mode":
+        kwargs["response_format"] = {"type": "json_object"}
+    elif method == "function_calling":
+        tool = {"type": "function", "function": {"name": schema.__name__, "parameters": js}}
+        return model.bind_tools([tool], tool_choice=schema.__name__, **kwargs)
+    return model.bind(**kwargs) if kwargs else model
+
+
+def _reply_payload(msg: AIMessage) -> tuple[str, Any | None]:
+    """The reply's text, plus the arguments of a forced function call when there is one."""
+    text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+    if msg.tool_calls:
+        return text, msg.tool_calls[0].get("args")
+    return text, None
+
+
+def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency: float) -> dict[str, Any]:
+    prompt_text = "\n".join(m.content if isinstance(m.content, str) else json.dumps(m.content) for m in messages)
+    completion_text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+    if msg.tool_calls:
+        completion_text += json.dumps([tc.get("args") for tc in msg.tool_calls])
+    meta = msg.usage_metadata or {}
+    estimated = not meta or not meta.get("input_tokens")
+    prompt_tokens = estimate_tokens(prompt_text) if estimated else int(meta.get("input_tokens", 0))
+    completion_tokens = estimate_tokens(completion_text) if estimated else int(meta.get("output_tokens", 0))
+    return call_record(
+        node,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency_s=latency,
+        estimated=estimated,
+        mg_tokens=mg_token_estimate(prompt_text) + mg_token_estimate(completion_text),
+    )
+
+
+def invoke_counted(
+    model: Any, messages: list[BaseMessage], node: str, **kwargs: Any
+) -> tuple[AIMessage, dict[str, Any]]:
+    """One chat call with usage accounting; endpoint failures become `EndpointError`."""
+    start = time.monotonic()
+    try:
+        msg = model.invoke(messages, **kwargs)
+    except Exception as exc:  # the client already retried transient errors with backoff
+        if _is_endpoint_failure(exc):
+            raise EndpointError(f"LLM endpoint failed in node '{node}': {type(exc).__name__}: {exc}") from exc
+        raise
+    if not isinstance(msg, AIMessage):
+        msg = AIMessage(content=str(getattr(msg, "content", msg)))
+    return msg, measure_call(node, messages, msg, time.monotonic() - start)
+
+
+def _is_endpoint_failure(exc: Exception) -> bool:
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(
+        names
+        & {
+            "APIConnectionError",
+            "APITimeoutError",
+            "APIStatusError",
+            "InternalServerError",
+            "RateLimitError",
+            "AuthenticationError",
+            "NotFoundError",
+            "ConnectError",
+            "ConnectionError",
+        }
+    )
+
+
+def call_structured(
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    schema: type[T],
+    *,
+    node: str,
+    method: str = "auto",
+    max_tokens: int | None = 512,
+) -> StructuredResult[T]:
+    """Ask for a `schema` object; at most two calls (the second shows the validation error)."""
+    bound = _bind(model, schema, resolve_method(model, method), max_tokens)
+    convo = list(messages)
+    result: StructuredResult[T] = StructuredResult(value=None)
+    for attempt in (1, 2):
+        msg, usage = invoke_counted(bound, convo, node)
+        result.usage = merge_usage(result.usage, usage)
+        result.attempts = attempt
+        result.message = msg
+        text, args = _reply_payload(msg)
+        result.raw = text if args is None else json.dumps(args)
+        try:
+            data = args if args is not None else extract_json(text)
+            result.value = schema.model_validate(data)
+            result.error = None
+            return result
+        except (ValidationError, ValueError, TypeError) as exc:
+            result.error = _short_error(exc)
+        if attempt == 1:
+            convo = convo + [
+                AIMessage(content=result.raw or "(empty reply)"),
+                HumanMessage(content=render_prompt("common", "retry", error=result.error)),
+            ]
+    return result
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]]
+        return "; ".join(parts)
+    return str(exc)[:300]

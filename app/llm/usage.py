@@ -1,0 +1,77 @@
+"""Usage accounting: LLM calls, prompt/completion tokens and latency, per node and per run.
+
+A usage record is a plain dict so it can live in the checkpointed state:
+`{"calls", "prompt_tokens", "completion_tokens", "latency_s", "estimated_calls", "mg_tokens",
+"by_node": {node: {...same counters...}}}`. Tokens come from the API's usage fields when the reply
+has them, otherwise from the MGRetrieval estimator (`estimate_tokens`), and `estimated_calls`
+counts the latter so reports can say whether figures are measured, estimated or mixed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "estimated_calls", "mg_tokens")
+TOKEN_ESTIMATOR = "mg: 1.1*words + 0.35*symbols"
+
+_WORD = re.compile(r"\w+")
+_SYMBOL = re.compile(r"[^\w\s]")
+
+
+def mg_token_estimate(text: str) -> float:
+    """MGRetrieval's estimate (appendix A.2): 1.1·words + 0.35·symbols."""
+    return 1.1 * len(_WORD.findall(text)) + 0.35 * len(_SYMBOL.findall(text))
+
+
+def estimate_tokens(text: str) -> int:
+    return int(round(mg_token_estimate(text)))
+
+
+def call_record(
+    node: str,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    latency_s: float,
+    estimated: bool,
+    mg_tokens: float,
+) -> dict[str, Any]:
+    counters = {
+        "calls": 1,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "latency_s": round(latency_s, 4),
+        "estimated_calls": 1 if estimated else 0,
+        "mg_tokens": round(mg_tokens, 2),
+    }
+    return dict(counters, by_node={node: dict(counters)})
+
+
+def _add_counters(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = {k: a.get(k, 0) + b.get(k, 0) for k in COUNTERS}
+    out["latency_s"] = round(out["latency_s"], 4)
+    out["mg_tokens"] = round(out["mg_tokens"], 2)
+    return out
+
+
+def merge_usage(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+    if not left:
+        return dict(right) if right else {}
+    if not right:
+        return dict(left)
+    out = _add_counters(left, right)
+    by_node = {k: dict(v) for k, v in (left.get("by_node") or {}).items()}
+    for node, counters in (right.get("by_node") or {}).items():
+        by_node[node] = _add_counters(by_node.get(node, {}), counters)
+    out["by_node"] = by_node
+    return out
+
+
+def token_source(usage: dict[str, Any]) -> str:
+    """`usage` when every call had API usage fields, `estimate` when none did, else `mixed`."""
+    calls = usage.get("calls", 0)
+    est = usage.get("estimated_calls", 0)
+    if not calls or est == 0:
+        return "usage"
+    return "estimate" if est == calls else "mixed"

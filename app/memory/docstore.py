@@ -1,0 +1,110 @@
+"""The embedded database for structured indexes: namespaced JSON documents in SQLite.
+
+Keyword maps, the Cue–Tag–Content graph, summary ↔ raw links, turn texts and the LLM response
+cache all live here, beside Chroma in the data directory. Every read and write names its
+namespace, so no query can cross one. Writes of one build step go through `transaction()` so a
+crash leaves either the old or the new version, never half of each.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (
+  namespace TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (namespace, kind, key)
+);
+CREATE TABLE IF NOT EXISTS llm_cache (
+  key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL DEFAULT (julianday('now'))
+);
+"""
+
+
+class DocStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:
+            c.executescript(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        if conn.in_transaction:  # nested: join the outer transaction
+            yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # --- documents
+    def put(self, namespace: str, kind: str, key: str, value: Any) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO docs VALUES (?,?,?,?)", (namespace, kind, key, json.dumps(value, ensure_ascii=False))
+        )
+
+    def put_many(self, namespace: str, kind: str, items: dict[str, Any]) -> None:
+        with self.transaction() as c:
+            c.executemany(
+                "INSERT OR REPLACE INTO docs VALUES (?,?,?,?)",
+                [(namespace, kind, k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()],
+            )
+
+    def get(self, namespace: str, kind: str, key: str, default: Any = None) -> Any:
+        row = self._conn().execute(
+            "SELECT value FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, kind, key)
+        ).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def items(self, namespace: str, kind: str) -> dict[str, Any]:
+        rows = self._conn().execute(
+            "SELECT key, value FROM docs WHERE namespace=? AND kind=? ORDER BY rowid", (namespace, kind)
+        )
+        return {k: json.loads(v) for k, v in rows}
+
+    def keys(self, namespace: str, kind: str) -> list[str]:
+        rows = self._conn().execute("SELECT key FROM docs WHERE namespace=? AND kind=? ORDER BY rowid", (namespace, kind))
+        return [r[0] for r in rows]
+
+    def count(self, namespace: str, kind: str) -> int:
+        return int(
+            self._conn().execute("SELECT COUNT(*) FROM docs WHERE namespace=? AND kind=?", (namespace, kind)).fetchone()[0]
+        )
+
+    def delete_kind(self, namespace: str, kind: str) -> None:
+        self._conn().execute("DELETE FROM docs WHERE namespace=? AND kind=?", (namespace, kind))
+
+    def namespaces(self) -> list[str]:
+        rows = self._conn().execute("SELECT key FROM docs WHERE namespace='' AND kind='namespace' ORDER BY key")
+        return [r[0] for r in rows]
+
+    # --- LLM response cache (content-hash keys; see app.llm.cache)
+    def cache_get(self, key: str) -> Any:
+        row = self._conn().execute("SELECT value FROM llm_cache WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache_put(self, key: str, value: Any) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO llm_cache (key, value) VALUES (?,?)", (key, json.dumps(value, ensure_ascii=False))
+        )

@@ -1,0 +1,114 @@
+"""The one state schema shared by every graph, with its reducers.
+
+Values are plain JSON (str, int, float, bool, list, dict) so checkpoints load without custom
+serializers and Studio renders an input form. Keys without a reducer are replaced by the last
+writer. Method-specific keys are optional and carry their method prefix.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from typing_extensions import NotRequired, TypedDict
+
+
+def union_ids(left: list[str] | None, right: list[str] | None) -> list[str]:
+    """Ordered set union: keeps first-seen order, never duplicates an id (used for `masks`)."""
+    out = list(left or [])
+    seen = set(out)
+    for item in right or []:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Sum usage records, overall and per node (see `app.llm.usage.UsageRecord`)."""
+    from app.llm.usage import merge_usage
+
+    return merge_usage(left or {}, right or {})
+
+
+class InputState(TypedDict):
+    """What a caller passes in: the namespace to read and the question to answer."""
+
+    namespace: str
+    question: str
+
+
+class OutputState(TypedDict, total=False):
+    answer: str
+    supports: list[str]
+    evidence: list[str]
+    gaps: list[str]
+    masks: list[str]
+    iteration: int
+    critical_memories: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+    usage: dict[str, Any]
+
+
+class MemoryState(TypedDict):
+    # input
+    namespace: str
+    question: str
+    # retrieval and the evidence–gap tracker
+    query: NotRequired[str | None]
+    evidence: NotRequired[list[str]]
+    gaps: NotRequired[list[str]]
+    critical_memories: NotRequired[list[dict[str, Any]]]
+    masks: NotRequired[Annotated[list[str], union_ids]]
+    retrieved: NotRequired[list[dict[str, Any]]]
+    iteration: NotRequired[int]
+    # answer
+    draft_answer: NotRequired[str | None]
+    answer: NotRequired[str]
+    supports: NotRequired[list[str]]
+    # observability
+    trace: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+    usage: NotRequired[Annotated[dict[str, Any], add_usage]]
+
+    # --- MemR3 (specs/methods/memr3.md §3.2)
+    memr3_snippets: NotRequired[list[dict[str, Any]]]
+    memr3_decision: NotRequired[str | None]
+    memr3_forced: NotRequired[str | None]
+    memr3_decision_forced: NotRequired[bool]
+    memr3_reflect_streak: NotRequired[int]
+    memr3_retrieval_attempts: NotRequired[int]
+    memr3_reasoning: NotRequired[str | None]
+    memr3_queries: NotRequired[Annotated[list[str], operator.add]]
+    memr3_tracker: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+
+    # --- MRAgent (specs/methods/mragent.md §3.2)
+    mra_cues: NotRequired[list[dict[str, Any]]]
+    mra_time_window: NotRequired[list[str] | None]
+    mra_seed: NotRequired[dict[str, Any]]
+    mra_seen_cues: NotRequired[Annotated[list[str], union_ids]]
+    mra_visible_ids: NotRequired[Annotated[list[str], union_ids]]
+    mra_raw_reply: NotRequired[dict[str, Any] | None]
+    mra_pending_calls: NotRequired[list[dict[str, Any]]]
+    mra_dropped_calls: NotRequired[list[dict[str, Any]]]
+    mra_tool_log: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+    mra_calls_total: NotRequired[int]
+    mra_confidence: NotRequired[float | None]
+    mra_forced_final: NotRequired[bool]
+
+    # --- HyMem (specs/methods/hymem.md §3.2)
+    hymem_status: NotRequired[str | None]
+    hymem_light_ids: NotRequired[list[str]]
+    hymem_deep_candidates: NotRequired[list[str]]
+    hymem_selected_ids: NotRequired[list[str]]
+    hymem_sessions_shown: NotRequired[Annotated[list[str], union_ids]]
+    hymem_route: NotRequired[str | None]
+    hymem_reflections: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+
+    # --- MGRetrieval (specs/methods/mgretrieval.md §3.2)
+    mg_keywords: NotRequired[list[str]]
+    mg_pyramid: NotRequired[list[dict[str, Any]]]
+    mg_cursor: NotRequired[int]
+    mg_group: NotRequired[dict[str, Any] | None]
+    mg_new_memories: NotRequired[list[dict[str, Any]]]
+    mg_sufficient: NotRequired[bool]
+    mg_exhausted: NotRequired[bool]

@@ -1,0 +1,100 @@
+"""Baselines with the same state, trace and supports as the methods, so runs compare directly.
+
+- `rag`: one retrieval of the top-k MemR3 chunks for the question, then one answer call.
+- `full_context`: every turn of the namespace (newest kept first when the prompt budget is too
+  small, and the trace says how many were left out), then one answer call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from app.config import Context
+from app.llm.models import get_chat_model
+from app.llm.structured import call_structured
+from app.llm.usage import estimate_tokens
+from app.prompts import load_prompt, render_prompt
+from app.state import InputState, MemoryState, OutputState
+from app.trace import emit
+from graphs.common import NO_INFO, AnswerReply, critical_from_turns, messages, snippet_source, workspace
+
+
+def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:
+    user = render_prompt("baselines", "answer", memories="\n".join(lines) or "(none)", question=state["question"])
+    res = call_structured(get_chat_model(ctx), messages(None, user), AnswerReply, node=node,
+                          method=ctx.structured_method, max_tokens=120)
+    reply = res.value
+    text = (reply.answer.strip() if reply else "") or (res.raw.strip() if not reply else "") or NO_INFO
+    shown_set = set(shown)
+    supports = [i for i in (reply.supports if reply else []) if i in shown_set]
+    return {
+        "answer": text,
+        "supports": supports,
+        "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
+        "usage": res.usage,
+        "trace": emit(f"{node}_answer", answer=text, supports=supports, **(res.failure_note() if not reply else {})),
+    }
+
+
+def rag_retrieve(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    units = snippet_source(ctx, state["namespace"]).retrieve(state["question"], [], ctx.rag_top_k)
+    snippets = [{"chunk_id": u.id, "turn_ids": list(u.turn_ids), "text": u.text} for u in units]
+    turn_ids = [t for u in units for t in u.turn_ids]
+    return {
+        "retrieved": snippets,
+        "masks": turn_ids,
+        "query": state["question"],
+        "trace": emit("retrieve", query_text=state["question"], chunk_ids=[u.id for u in units],
+                      turn_ids=turn_ids, shown_turn_ids=turn_ids),
+    }
+
+
+def rag_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    snippets = state.get("retrieved") or []
+    return _answer_from(state, runtime.context, [s["text"] for s in snippets], state.get("masks") or [], "rag")
+
+
+def full_context_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ws = workspace(ctx)
+    ws.require_namespace(state["namespace"])
+    turns = list(ws.turns(state["namespace"]).values())
+    budget = ctx.full_context_max_tokens - estimate_tokens(load_prompt("baselines", "answer") + state["question"])
+    kept: list[Any] = []
+    used = 0
+    for turn in reversed(turns):  # the newest turns win when everything does not fit
+        cost = estimate_tokens(turn.render())
+        if used + cost > budget:
+            break
+        kept.append(turn)
+        used += cost
+    kept.reverse()
+    shown = [t.id for t in kept]
+    update = _answer_from(state, ctx, [t.render() for t in kept], shown, "full_context")
+    update["masks"] = shown
+    update["trace"] = emit("full_context", n_turns=len(turns), n_shown=len(kept),
+                           left_out=len(turns) - len(kept), prompt_tokens_est=used,
+                           shown_turn_ids=shown) + update["trace"]
+    return update
+
+
+rag_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+rag_builder.add_node("retrieve", rag_retrieve)
+rag_builder.add_node("answer", rag_answer)
+rag_builder.add_edge(START, "retrieve")
+rag_builder.add_edge("retrieve", "answer")
+rag_builder.add_edge("answer", END)
+rag = rag_builder.compile()
+rag.name = "rag"
+
+full_context_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState,
+                                  output_schema=OutputState)
+full_context_builder.add_node("answer", full_context_answer)
+full_context_builder.add_edge(START, "answer")
+full_context_builder.add_edge("answer", END)
+full_context = full_context_builder.compile()
+full_context.name = "full_context"
