@@ -1,0 +1,53 @@
+# recollect — two commands on a fresh machine:
+#   make demo   set everything up, then answer questions about the sample dialogue with live traces
+#   make test   set everything up, then run the whole suite (unit, integration, service)
+# Expensive artefacts (the llama.cpp wheel, the joined model) are cached in ~/.cache/recollect,
+# outside the clone, so a second run on the same machine takes seconds.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: venv setup demo test unit integration lint bench clean
+
+$(STAMP): pyproject.toml
+	@echo "==> creating virtual environment in $(VENV)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip
+	@echo "==> installing torch 2.13.0 (local CPU build) before anything that needs it"
+	@$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null \
+	  || $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on "torch==2.13.0"
+	@echo "==> installing recollect and its dependencies"
+	@$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e ".[embeddings,serve,plots,dev]"
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+setup: venv
+	@echo "==> llama.cpp runtime and default model (cached in ~/.cache/recollect)"
+	@$(BIN)/recollect setup
+
+demo: setup
+	@$(BIN)/recollect demo
+
+lint: venv
+	@$(BIN)/ruff check app graphs tests benchmarks
+
+unit: venv
+	@$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+
+integration: setup
+	@$(BIN)/python -m pytest tests/integration tests/service -q $(PYTEST_ARGS)
+
+test: setup lint
+	@$(BIN)/python -m pytest tests -q $(PYTEST_ARGS)
+
+bench: setup
+	@$(BIN)/python benchmarks/overhead.py
+	@$(BIN)/python benchmarks/memr3_vs_rag.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .langgraph_api

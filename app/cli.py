@@ -1,0 +1,293 @@
+"""The `recollect` command.
+
+Every failure the user can cause or fix (a bad file, an unknown namespace, an empty question, an
+unreachable endpoint) is reported as one `error:` line naming what is wrong, with exit status 2;
+nothing stored is touched by a failing command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app.config import Context, context_setting_names
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "sample_dialogue.json"
+DEMO_QUESTIONS = [
+    ("memr3", "Who looked after Maya's dog while she was hiking in the Dolomites?"),
+    ("memr3", "When did Theo make his first pottery bowl?"),
+    ("rag", "What is the name of Maya's dog?"),
+    ("full_context", "Where does Maya work now?"),
+]
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _parse_sets(pairs: list[str]) -> dict[str, Any]:
+    """`--set key=value` overrides for any Context field; values are parsed as JSON when possible."""
+    out: dict[str, Any] = {}
+    names = set(context_setting_names())
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise CLIError(f"--set expects key=value, got {pair!r}")
+        key, raw = pair.split("=", 1)
+        key = key.strip()
+        if key not in names:
+            raise CLIError(f"--set: unknown setting {key!r} (see `recollect settings`)")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _context(args: argparse.Namespace) -> Context:
+    ctx = Context()
+    overrides = _parse_sets(getattr(args, "set", []) or [])
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = args.data_dir
+    return ctx.with_overrides(**overrides) if overrides else ctx
+
+
+def _print_step(record: dict[str, Any]) -> None:
+    from app.trace import format_step
+
+    print("  " + format_step(record), flush=True)
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from app.llm.local_runtime import setup
+
+    path = setup(size=args.model)
+    print(f"ready: {path}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from app.ingest.loaders import load_conversation
+    from app.ingest.pipeline import BUILDERS, available_builders, ingest_conversation
+
+    ctx = _context(args)
+    conversation = load_conversation(args.file, args.conversation)
+    methods = available_builders() if not args.methods else [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in BUILDERS]
+    if unknown:
+        raise CLIError(f"unknown method(s) for ingest: {', '.join(unknown)} (known: {', '.join(BUILDERS)})")
+    print(f"ingesting {conversation.id} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
+          f"into namespace {args.namespace!r}: {', '.join(methods)}")
+    reports = ingest_conversation(conversation, args.namespace, ctx, methods=methods, show_progress=True)
+    for r in reports:
+        print(f"  {r.method:12s} sessions={r.sessions} llm_calls={r.llm_calls} cached={r.cached_calls} "
+              f"embedded={r.embedded} tokens={r.prompt_tokens}+{r.completion_tokens} {r.seconds:.1f}s"
+              + (f" fallbacks={len(r.fallbacks)}" if r.fallbacks else ""))
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from app.llm.structured import EndpointError
+    from app.runner import ask, sqlite_checkpointer
+
+    ctx = _context(args)
+    question = " ".join(args.question).strip()
+    if not question:
+        raise CLIError("the question is empty")
+    if args.trace:
+        print(f"[{args.method}] {question}", flush=True)
+    thread = args.thread or uuid.uuid4().hex[:12]
+    try:
+        result = ask(
+            args.namespace, question, args.method, ctx,
+            checkpointer=sqlite_checkpointer(ctx.data_dir), thread_id=thread,
+            on_step=_print_step if args.trace else None,
+        )
+    except EndpointError as exc:
+        raise EndpointError(f"{exc}\n(the run is checkpointed: add --thread {thread} to resume it)") from exc
+    if args.json:
+        keys = ("answer", "supports", "critical_memories", "usage", "thread_id", "wall_time_s")
+        print(json.dumps({k: result.get(k) for k in keys}, ensure_ascii=False, indent=2))
+        return 0
+    usage = result.get("usage") or {}
+    print(f"answer: {result.get('answer')}")
+    print(f"supports: {', '.join(result.get('supports') or []) or '(none)'}")
+    print(f"thread: {result['thread_id']}  llm_calls={usage.get('calls', 0)} "
+          f"tokens={usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)} "
+          f"time={result.get('wall_time_s', 0):.1f}s")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from app.runner import history
+
+    rows = history(args.thread_id, _context(args))
+    for r in rows:
+        nxt = ",".join(r["next"]) or "END"
+        print(f"step {r['step']:>3}  {r['source'] or '':6s} next={nxt:10s} iteration={r['iteration']} "
+              f"trace={r['n_trace']} checkpoint={r['checkpoint_id']}"
+              + (f"  answer={r['answer']!r}" if r["answer"] else ""))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
+               LANGSMITH_TRACING="false", ANONYMIZED_TELEMETRY="False")
+    if args.data_dir:
+        env["RECOLLECT_DATA_DIR"] = args.data_dir
+    exe = Path(sys.executable).with_name("langgraph")
+    cmd = [str(exe) if exe.exists() else "langgraph", "dev", "--config", str(ROOT / "langgraph.json"),
+           "--host", "127.0.0.1", "--port", str(args.port), "--no-browser", "--no-reload", "--allow-blocking"]
+    print(f"serving {', '.join(json.loads((ROOT / 'langgraph.json').read_text())['graphs'])} "
+          f"on http://127.0.0.1:{args.port}", flush=True)
+    try:
+        return subprocess.call(cmd, env=env, cwd=ROOT)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.ingest.loaders import load_conversation
+    from app.ingest.pipeline import ingest_conversation
+    from app.llm.local_runtime import setup
+    from app.runner import ask
+
+    ctx = _context(args)
+    if not os.environ.get("RECOLLECT_LLM_BASE_URL"):
+        setup()
+    conversation = load_conversation(SAMPLE)
+    print(f"\n== ingest {SAMPLE.name} into namespace 'demo'")
+    ingest_conversation(conversation, "demo", ctx, methods=["memr3"], show_progress=True)
+    for method, question in DEMO_QUESTIONS:
+        print(f"\n== {method}: {question}", flush=True)
+        result = ask("demo", question, method, ctx, on_step=_print_step)
+        usage = result.get("usage") or {}
+        print(f"answer: {result.get('answer')}   supports: {', '.join(result.get('supports') or []) or '(none)'}"
+              f"   [{usage.get('calls', 0)} LLM calls, {result.get('wall_time_s', 0):.0f}s]", flush=True)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from app.eval.score import run_score
+
+    return run_score(args.file)
+
+
+def cmd_namespaces(args: argparse.Namespace) -> int:
+    from app.memory.workspace import open_workspace
+
+    ws = open_workspace(_context(args).data_dir)
+    for name in ws.docs.namespaces():
+        info = ws.namespace_info(name)
+        assert info is not None
+        print(f"{name}: conversation={info.conversation_id} sessions={len(info.sessions)} "
+              f"embedder={info.embedder} built={','.join(info.built)}")
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    ctx = Context()
+    for name in context_setting_names():
+        print(f"{name} = {getattr(ctx, name)!r}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app.runner import GRAPHS
+
+    p = argparse.ArgumentParser(prog="recollect", description="Answer questions about long dialogue histories.")
+    p.add_argument("--data-dir", help="data directory (default: $RECOLLECT_DATA_DIR or ~/.local/share/recollect)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("setup", help="install the llama.cpp runtime and the default model into the cache")
+    s.add_argument("--model", choices=["1.5b", "0.5b"], default=None)
+    s.set_defaults(func=cmd_setup)
+
+    s = sub.add_parser("ingest", help="load a dialogue file into a namespace and build every method's memory")
+    s.add_argument("file")
+    s.add_argument("--namespace", "-n", required=True)
+    s.add_argument("--conversation", help="conversation id when the file holds several")
+    s.add_argument("--methods", help="comma-separated builders (default: all available)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("ask", help="answer a question from a namespace")
+    s.add_argument("question", nargs="+")
+    s.add_argument("--namespace", "-n", required=True)
+    s.add_argument("--method", "-m", default="memr3", choices=list(GRAPHS))
+    s.add_argument("--trace", action="store_true", help="print each step as it happens")
+    s.add_argument("--thread", help="checkpoint thread id (resume an interrupted run)")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
+    s.set_defaults(func=cmd_ask)
+
+    s = sub.add_parser("history", help="list the checkpoints of a thread")
+    s.add_argument("thread_id")
+    s.set_defaults(func=cmd_history)
+
+    s = sub.add_parser("serve", help="run the LangGraph API server for every graph in langgraph.json")
+    s.add_argument("--port", type=int, default=2024)
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("demo", help="set up, ingest the sample dialogue and answer questions with live traces")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
+    s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("score", help="score predictions (JSONL: prediction, gold, category) offline")
+    s.add_argument("file", help="JSONL file, or - for standard input")
+    s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser("namespaces", help="list ingested namespaces")
+    s.set_defaults(func=cmd_namespaces)
+
+    s = sub.add_parser("settings", help="list runtime settings and their defaults")
+    s.set_defaults(func=cmd_settings)
+    _register_eval(sub)
+    return p
+
+
+def _register_eval(sub: Any) -> None:
+    try:
+        from app.eval.cli import register
+    except ModuleNotFoundError:
+        return
+    register(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from app.ingest.models import DialogueError
+    from app.llm.local_runtime import LocalModelError
+    from app.llm.structured import EndpointError
+    from app.memory.workspace import NamespaceError
+    from app.runner import ThreadError
+
+    args = build_parser().parse_args(argv)
+    if args.data_dir:
+        os.environ["RECOLLECT_DATA_DIR"] = args.data_dir
+    try:
+        return int(args.func(args) or 0)
+    except (CLIError, DialogueError, NamespaceError, ThreadError, LocalModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Running graphs by name: registry, checkpointed threads, live step callbacks.
+
+The CLI, the evaluator and the benchmarks all come through `ask`, so a run looks the same
+everywhere: the same recursion limit, the same streamed trace records, the same final state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from app.config import Context
+from app.memory.workspace import open_workspace, validate_namespace
+
+GRAPHS: dict[str, str] = {
+    "memr3": "graphs.memr3:graph",
+    "rag": "graphs.baselines:rag",
+    "full_context": "graphs.baselines:full_context",
+    "mragent": "graphs.mragent:graph",
+    "hymem": "graphs.hymem:graph",
+    "mgretrieval": "graphs.mgretrieval:graph",
+}
+
+
+class ThreadError(ValueError):
+    """A checkpointed thread cannot take this request."""
+
+
+def available_methods() -> list[str]:
+    return [m for m, target in GRAPHS.items() if importlib.util.find_spec(target.split(":")[0]) is not None]
+
+
+def load_graph(method: str) -> CompiledStateGraph:
+    if method not in GRAPHS:
+        raise ValueError(f"unknown method {method!r} (choose from: {', '.join(GRAPHS)})")
+    module, attr = GRAPHS[method].split(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"method {method!r} is not available in this installation: {exc}") from exc
+
+
+def recursion_limit(method: str, ctx: Context) -> int:
+    if method == "memr3":
+        return max(4 * ctx.memr3_max_iterations, 10)
+    if method == "mragent":
+        return 4 * ctx.mra_max_rounds + 10
+    if method == "hymem":
+        return 6 * ctx.hymem_max_rounds + 10
+    if method == "mgretrieval":
+        return 4 * ctx.mg_max_rounds + 20
+    return 10
+
+
+def sqlite_checkpointer(data_dir: str) -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = Path(data_dir).expanduser() / "checkpoints.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+
+
+def _thread_method(data_dir: str, thread_id: str) -> str | None:
+    return open_workspace(data_dir).docs.get("", "thread", thread_id)
+
+
+def ask(
+    namespace: str,
+    question: str,
+    method: str = "memr3",
+    ctx: Context | None = None,
+    *,
+    checkpointer: Any = None,
+    thread_id: str | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Answer `question` from `namespace` with `method`; returns the final state values.
+
+    With a checkpointer, `thread_id` names the run: an interrupted thread resumes where it
+    stopped; a finished thread returns its stored answer for the same question and refuses a
+    different one (one thread holds one question).
+    """
+    ctx = ctx or Context()
+    question = (question or "").strip()
+    if not question:
+        raise ValueError("the question is empty")
+    validate_namespace(namespace)
+    compiled = load_graph(method)
+    if ctx.retriever is None:
+        open_workspace(ctx.data_dir).require_namespace(namespace)
+    g = compiled.builder.compile(checkpointer=checkpointer, name=method) if checkpointer else compiled
+    thread_id = thread_id or uuid.uuid4().hex[:12]
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(method, ctx)}
+    inputs: dict[str, Any] | None = {"namespace": namespace, "question": question}
+    if checkpointer is not None:
+        known = _thread_method(ctx.data_dir, thread_id)
+        if known and known != method:
+            raise ThreadError(f"thread {thread_id!r} belongs to method {known!r}, not {method!r}")
+        snap = g.get_state(config)
+        if snap.values:
+            old_q = snap.values.get("question")
+            if old_q != question or snap.values.get("namespace") != namespace:
+                raise ThreadError(
+                    f"thread {thread_id!r} already holds the question {old_q!r} on namespace "
+                    f"{snap.values.get('namespace')!r}; use a new --thread for a new question"
+                )
+            if not snap.next:
+                return dict(snap.values, thread_id=thread_id, resumed=False)
+            inputs = None  # resume the interrupted run from its last checkpoint
+        open_workspace(ctx.data_dir).docs.put("", "thread", thread_id, method)
+
+    final: dict[str, Any] = {}
+    start = time.monotonic()
+    for mode, chunk in g.stream(inputs, config, context=ctx, stream_mode=["custom", "values"]):
+        if mode == "custom" and isinstance(chunk, dict) and "trace" in chunk:
+            if on_step is not None:
+                on_step(chunk["trace"])
+        elif mode == "values":
+            final = chunk
+    if checkpointer is not None:
+        final = dict(g.get_state(config).values)
+    final = dict(final)
+    final["thread_id"] = thread_id
+    final["wall_time_s"] = round(time.monotonic() - start, 3)
+    final["resumed"] = inputs is None
+    return final
+
+
+def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
+    """The checkpoints of a thread, oldest first."""
+    ctx = ctx or Context()
+    method = _thread_method(ctx.data_dir, thread_id)
+    if method is None:
+        raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
+    g = load_graph(method).builder.compile(checkpointer=sqlite_checkpointer(ctx.data_dir))
+    rows = []
+    for snap in g.get_state_history({"configurable": {"thread_id": thread_id}}):
+        meta = snap.metadata or {}
+        rows.append(
+            {
+                "checkpoint_id": snap.config["configurable"].get("checkpoint_id"),
+                "step": meta.get("step"),
+                "source": meta.get("source"),
+                "next": list(snap.next),
+                "created_at": snap.created_at,
+                "iteration": snap.values.get("iteration"),
+                "answer": snap.values.get("answer"),
+                "n_trace": len(snap.values.get("trace") or []),
+            }
+        )
+    rows.reverse()
+    return [dict(r, method=method) for r in rows]
+

@@ -1,0 +1,41 @@
+"""The `ingest` graph: load a dialogue file into a namespace and build each method's memory.
+
+Exposed through `langgraph.json` so Studio and the HTTP API can ingest as well as ask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from typing_extensions import NotRequired, TypedDict
+
+from app.config import Context
+from app.ingest.loaders import load_conversation
+from app.ingest.pipeline import available_builders, ingest_conversation
+from app.trace import emit
+
+
+class IngestState(TypedDict):
+    namespace: str
+    path: str
+    conversation_id: NotRequired[str | None]
+    methods: NotRequired[list[str] | None]
+    reports: NotRequired[list[dict[str, Any]]]
+    trace: NotRequired[list[dict[str, Any]]]
+
+
+def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
+    conversation = load_conversation(state["path"], state.get("conversation_id"))
+    methods = state.get("methods") or available_builders()
+    reports = [r.as_dict() for r in ingest_conversation(conversation, state["namespace"], runtime.context, methods=methods)]
+    return {"reports": reports, "trace": emit("ingest", conversation=conversation.id, methods=methods, reports=reports)}
+
+
+builder = StateGraph(IngestState, context_schema=Context)
+builder.add_node("ingest", ingest)
+builder.add_edge(START, "ingest")
+builder.add_edge("ingest", END)
+graph = builder.compile()
+graph.name = "ingest"
