@@ -5,11 +5,11 @@ Exposed through `langgraph.json` so Studio and the HTTP API can ingest as well a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from app.config import Context
 from app.ingest.loaders import load_conversation

@@ -251,10 +251,9 @@ class LocalServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LocalModelError(f"llama.cpp server exited with {self.proc.returncode}; see {self._log.name}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        return self
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
+                if r.status == 200:
+                    return self
             time.sleep(0.5)
         self.stop()
         raise LocalModelError(f"llama.cpp server did not answer within {timeout_s:.0f}s; see {self._log.name}")

@@ -13,6 +13,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 import json_repair
@@ -96,11 +97,16 @@ def resolve_method(model: BaseChatModel, method: str) -> str:
     return "json_mode"
 
 
+@lru_cache(maxsize=256)
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    return schema.model_json_schema()
+
+
 def _bind(model: BaseChatModel, schema: type[BaseModel], method: str, max_tokens: int | None) -> Any:
     kwargs: dict[str, Any] = {}
     if max_tokens:
         kwargs["max_tokens"] = max_tokens
-    js = schema.model_json_schema()
+    js = _json_schema(schema)
     if method == "json_schema":
         kwargs["response_format"] = {
             "type": "json_schema",

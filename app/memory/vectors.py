@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+
+COUNT_TTL_S = 2.0
 
 
 @dataclass
@@ -65,9 +68,15 @@ class VectorIndex:
         self.collection = client.get_or_create_collection(
             name=f"{kind}-{namespace}", metadata={"hnsw:space": "cosine"}, embedding_function=None
         )
+        self._count: tuple[float, int] | None = None
 
     def count(self) -> int:
-        return int(self.collection.count())
+        # Counting is a round trip into Chroma; cache it briefly (writes here invalidate it at once,
+        # writes from another process are seen within COUNT_TTL_S).
+        now = time.monotonic()
+        if self._count is None or now - self._count[0] > COUNT_TTL_S:
+            self._count = (now, int(self.collection.count()))
+        return self._count[1]
 
     def upsert(self, units: list[Unit], batch: int = 256) -> int:
         """Insert or update units; returns how many were (re-)embedded."""
@@ -76,6 +85,7 @@ class VectorIndex:
         existing = self.collection.get(ids=[u.id for u in units], include=["metadatas"])
         known = {i: (m or {}).get("_text_hash") for i, m in zip(existing["ids"], existing["metadatas"], strict=False)}
         todo = [u for u in units if known.get(u.id) != _text_hash(u.text)]
+        self._count = None
         for start in range(0, len(todo), batch):
             part = todo[start : start + batch]
             vecs = self.embeddings.embed_documents([u.text for u in part])
@@ -92,6 +102,7 @@ class VectorIndex:
     def delete(self, ids: list[str]) -> None:
         if ids:
             self.collection.delete(ids=ids)
+            self._count = None
 
     def _units(self, res: dict[str, Any], nested: bool) -> list[Unit]:
         ids = res["ids"][0] if nested else res["ids"]

@@ -1,0 +1,90 @@
+"""The CLI's bad-input contract: one clear message, a non-zero exit, nothing stored is damaged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.memory.workspace import open_workspace
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def ingested(data_dir: str, sample_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    code, out, _ = run(capsys, "--data-dir", data_dir, "ingest", str(sample_path), "-n", "demo", "--methods", "memr3")
+    assert code == 0 and "sample-maya-theo" in out
+    return data_dir
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str], data_dir: str, tmp_path: Path) -> None:
+    code, _, err = run(capsys, "--data-dir", data_dir, "ingest", str(tmp_path / "nope.json"), "-n", "x")
+    assert code == 2 and "nope.json" in err and err.startswith("error:")
+
+
+def test_malformed_file(capsys: pytest.CaptureFixture[str], data_dir: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"id": "x", "sessions": [ {')
+    code, _, err = run(capsys, "--data-dir", data_dir, "ingest", str(bad), "-n", "x")
+    assert code == 2 and "bad.json" in err
+
+
+def test_turn_without_text(capsys: pytest.CaptureFixture[str], data_dir: str, tmp_path: Path) -> None:
+    bad = tmp_path / "notext.json"
+    bad.write_text(json.dumps({"id": "c", "speakers": ["A", "B"], "sessions": [
+        {"date_time": "1:00 pm on 1 May, 2023", "turns": [{"speaker": "A", "text": "hi"}, {"speaker": "B"}]}]}))
+    code, _, err = run(capsys, "--data-dir", data_dir, "ingest", str(bad), "-n", "x")
+    assert code == 2 and "notext.json" in err and "text" in err
+
+
+def test_bad_file_leaves_existing_namespace_intact(
+    capsys: pytest.CaptureFixture[str], ingested: str, tmp_path: Path
+) -> None:
+    before = dict(open_workspace(ingested).turns("demo"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    code, _, _ = run(capsys, "--data-dir", ingested, "ingest", str(bad), "-n", "demo")
+    assert code == 2 and open_workspace(ingested).turns("demo") == before
+
+
+def test_unknown_namespace(capsys: pytest.CaptureFixture[str], ingested: str) -> None:
+    code, _, err = run(capsys, "--data-dir", ingested, "ask", "who?", "-n", "ghost")
+    assert code == 2 and "ghost" in err and "never been ingested" in err
+
+
+def test_empty_question(capsys: pytest.CaptureFixture[str], ingested: str) -> None:
+    code, _, err = run(capsys, "--data-dir", ingested, "ask", "  ", "-n", "demo")
+    assert code == 2 and "empty" in err
+
+
+def test_unreachable_endpoint_is_a_clear_error_and_resumable(
+    capsys: pytest.CaptureFixture[str], ingested: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.config import get_settings
+    from app.llm import models
+
+    monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RECOLLECT_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("RECOLLECT_LLM_TIMEOUT_S", "2")
+    get_settings.cache_clear()
+    models._MODELS.clear()
+    try:
+        code, _, err = run(capsys, "--data-dir", ingested, "ask", "Who is Biscuit?", "-n", "demo", "--thread", "t1")
+        assert code == 3 and "endpoint" in err.lower() and "--thread t1" in err
+        code, out, _ = run(capsys, "--data-dir", ingested, "history", "t1")
+        assert code == 0 and "next=router" in out  # the retrieve step is checkpointed
+    finally:
+        get_settings.cache_clear()
+        models._MODELS.clear()
+
+
+def test_unknown_setting(capsys: pytest.CaptureFixture[str], ingested: str) -> None:
+    code, _, err = run(capsys, "--data-dir", ingested, "ask", "q?", "-n", "demo", "--set", "nope=1")
+    assert code == 2 and "nope" in err
