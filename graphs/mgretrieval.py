@@ -1,0 +1,483 @@
+"""MGRetrieval: memory-guided reflective retrieval over a keyword pyramid.
+
+START → select_keywords → build_pyramid → retrieve_round ─┬─ a group with new memories → assess
+                                                          └─ pyramid exhausted        → rewrite
+assess ─┬─ sufficient, or iteration ≥ mg_max_rounds → rewrite
+        └─ otherwise                                 → retrieve_round
+rewrite → END
+
+`select_keywords` is one call to the auxiliary model (p_r1); `assess` (p_r2) and `rewrite` (p_r3)
+use the main model; `build_pyramid` and `retrieve_round` are deterministic. Trace records of LLM
+nodes carry `llm_role` ("aux" or "main") so costs can be reported separately. Budgets (keywords,
+rounds, new memories per round, critical memories, prompt size) are enforced here, never by the
+prompt. See specs/methods/mgretrieval.md and docs/mgretrieval.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, field_validator
+
+from app.config import Context
+from app.ingest.mgretrieval import (
+    METHOD,
+    VOCAB_KIND,
+    KeywordPyramid,
+    KeywordVocabulary,
+    normalise_keyword,
+    question_ngrams,
+)
+from app.ingest.models import Turn
+from app.llm.models import get_chat_model, model_name
+from app.llm.structured import call_structured
+from app.llm.usage import estimate_tokens
+from app.memory.embeddings import cosine_matrix
+from app.memory.retriever import MaskedRetriever
+from app.memory.workspace import Workspace
+from app.prompts import load_prompt, render_prompt
+from app.state import InputState, MemoryState, OutputState
+from app.trace import emit
+from graphs.common import NO_INFO, TURN_ID, messages, workspace
+
+FALLBACK_SELECT = 2  # selection fallback without n-gram matches: the top-2 candidates by similarity
+
+
+# --- reply schemas (lenient: the graph, not the schema, enforces the rules) -----------------------
+
+
+def _str_list(v: Any) -> Any:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        if v.strip().lower() in ("", "none", "null", "n/a", "[]"):
+            return []
+        return [p.strip() for p in v.replace(";", ",").split(",") if p.strip()]
+    if isinstance(v, list):
+        return [str(x) for x in v if x is not None and not isinstance(x, dict | list)]
+    return v
+
+
+class SelectReply(BaseModel):
+    """p_r1: up to `depth` vocabulary keywords, most important first."""
+
+    keywords: list[str] = Field(default_factory=list)
+
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _kw(cls, v: Any) -> Any:
+        return _str_list(v)
+
+
+class AssessReply(BaseModel):
+    """p_r2: the answer a(r), the sufficiency flag b(r) and the critical memory ids H(r)."""
+
+    answer: str = ""
+    sufficient: bool = False
+    critical_ids: list[str] = Field(default_factory=list)
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer(cls, v: Any) -> Any:
+        return "" if v is None else (v if isinstance(v, str) else str(v))
+
+    @field_validator("sufficient", mode="before")
+    @classmethod
+    def _flag(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            s = v.strip().lower()
+            if s in ("true", "yes", "1", "sufficient"):
+                return True
+            if s in ("false", "no", "0", "insufficient", ""):
+                return False
+        return v
+
+    @field_validator("critical_ids", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> Any:
+        if isinstance(v, str):  # "D1:2, D3:4" or "[D1:2]" → the ids it quotes
+            return TURN_ID.findall(v) or _str_list(v)
+        return [str(x).strip().strip("[]") for x in _str_list(v)]
+
+
+class RewriteReply(BaseModel):
+    """p_r3: the answer in LoCoMo style."""
+
+    answer: str
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer(cls, v: Any) -> Any:
+        return "" if v is None else (v if isinstance(v, str) else str(v))
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _turn_order(ws: Workspace, namespace: str) -> dict[str, int]:
+    return {tid: i for i, tid in enumerate(ws.turns(namespace))}
+
+
+def _session_dates(ws: Workspace, namespace: str) -> dict[str, str]:
+    """Turn id → its session's day-precision date (the `(session date)` of each memory line)."""
+    out: dict[str, str] = {}
+    for s in ws.sessions(namespace):
+        for t in s.turns:
+            out[t.id] = s.date or s.date_time
+    return out
+
+
+def _memory(turn: Turn, date: str) -> dict[str, Any]:
+    return {"id": turn.id, "text": f"{turn.speaker}: {turn.full_text}", "date": date}
+
+
+def memory_line(mem: dict[str, Any]) -> str:
+    return f"[{mem['id']}] ({mem.get('date') or 'undated'}) {mem['text']}"
+
+
+def _lines(mems: list[dict[str, Any]], empty: str = "(none)") -> str:
+    return "\n".join(memory_line(m) for m in mems) if mems else empty
+
+
+def _similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -> dict[str, float]:
+    """Cosine of each turn to the question, from the shared turn collection's stored vectors."""
+    if not ids:
+        return {}
+    index = ws.index("turns", namespace)
+    got = index.collection.get(ids=ids, include=["embeddings"])
+    vecs = {i: v for i, v in zip(got["ids"], got["embeddings"], strict=False) if v is not None}
+    missing = [i for i in ids if i not in vecs]
+    if missing:  # should not happen (turns are embedded at ingest), but never fail for it
+        turns = ws.turns(namespace)
+        texts = [f"{turns[i].speaker}: {turns[i].full_text}" if i in turns else i for i in missing]
+        vecs.update(zip(missing, ws.embeddings.embed_documents(texts), strict=False))
+    matrix = np.asarray([vecs[i] for i in ids], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1, norms)
+    sims = cosine_matrix(ws.embeddings.embed_query(question), matrix)
+    return {i: float(s) for i, s in zip(ids, sims, strict=False)}
+
+
+def _top_by_similarity(ws: Workspace, namespace: str, question: str, ids: list[str], n: int) -> list[str]:
+    """The n ids most similar to the question; ties keep the given (turn) order."""
+    if len(ids) <= n:
+        return list(ids)
+    sims = _similarities(ws, namespace, question, ids)
+    ranked = sorted(range(len(ids)), key=lambda k: (-round(sims.get(ids[k], 0.0), 6), k))
+    return [ids[k] for k in ranked[:n]]
+
+
+# --- nodes --------------------------------------------------------------------------------------
+
+
+def candidate_keywords(ws: Workspace, namespace: str, question: str, vocab: KeywordVocabulary, limit: int) -> tuple[list[str], list[str]]:
+    """Up to `limit` entries: question n-grams found in V first, then the rest by cosine. Returns (all, ngram hits)."""
+    grams = [g for g in question_ngrams(question) if g in vocab]
+    out = grams[:limit]
+    if len(out) < limit:
+        index = ws.index(VOCAB_KIND, namespace)
+        for unit in index.query(question, limit + len(out)):
+            if unit.id in vocab and unit.id not in out:
+                out.append(unit.id)
+            if len(out) >= limit:
+                break
+    return out, [g for g in grams if g in out]
+
+
+def select_keywords(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ws = workspace(ctx)
+    ns = state["namespace"]
+    ws.require_namespace(ns)
+    question = state["question"]
+    vocab = KeywordVocabulary.load(ws, ns)
+    depth = max(0, ctx.mg_depth)
+    if not vocab.entries or depth == 0:
+        why = ("the keyword vocabulary is empty (was the namespace ingested with mgretrieval?)"
+               if not vocab.entries else "mg_depth is 0")
+        return {
+            "mg_keywords": [], "query": "",
+            "trace": emit("select_keywords", llm_role="aux", calls=0, keywords=[], note=f"{why}; no keyword selected"),
+        }
+
+    candidates, grams = candidate_keywords(ws, ns, question, vocab, max(1, ctx.mg_select_candidates))
+    if not candidates:  # e.g. the mg_vocab collection is missing: re-ingesting re-syncs it
+        return {
+            "mg_keywords": [], "query": "",
+            "trace": emit("select_keywords", llm_role="aux", calls=0, keywords=[],
+                          note="no candidate keyword for this question (vocabulary index empty?); no keyword selected"),
+        }
+    numbered = "\n".join(f"{i}. {c}" for i, c in enumerate(candidates, 1))
+    user = render_prompt(METHOD, "select_keywords", question=question, candidates=numbered, depth=depth)
+    model = get_chat_model(ctx, role="aux")
+    res = call_structured(model, messages(None, user), SelectReply, node="select_keywords",
+                          method=ctx.structured_method, max_tokens=80)
+
+    allowed = set(candidates)
+    chosen: list[str] = []
+    invented: list[str] = []
+    note: dict[str, Any] = {}
+    if res.value is not None:
+        for raw in res.value.keywords:
+            kw = normalise_keyword(raw)
+            if kw not in allowed:
+                invented.append(raw)
+            elif kw not in chosen:
+                chosen.append(kw)
+        replied = len(res.value.keywords)
+        chosen = chosen[:depth]
+        if not chosen and invented:
+            note["why_fallback"] = "every keyword in the reply was outside the candidate list"
+    else:
+        replied = 0
+        note = res.failure_note()
+    if res.value is None or (not chosen and invented):
+        chosen = (grams or candidates[:FALLBACK_SELECT])[:depth]
+        note["fallback_keywords"] = "question n-grams found in the vocabulary" if grams else f"top {FALLBACK_SELECT} candidates by similarity"
+    if not chosen:
+        note["note"] = "no usable keyword for this question"
+    return {
+        "mg_keywords": chosen,
+        "query": ", ".join(chosen),
+        "usage": res.usage,
+        "trace": emit(
+            "select_keywords", llm_role="aux", model=model_name(model), n_vocabulary=len(vocab),
+            n_candidates=len(candidates), ngram_hits=grams, keywords=chosen, n_replied=replied,
+            dropped_not_candidates=invented, **note,
+        ),
+    }
+
+
+def build_pyramid(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ws = workspace(ctx)
+    ns = state["namespace"]
+    keywords = list(state.get("mg_keywords") or [])
+    vocab = KeywordVocabulary.load(ws, ns)
+    order = _turn_order(ws, ns)
+    phi = {k: [t for t in vocab.memories(k) if t in order] for k in keywords}  # never point at unknown turns
+    groups = [g.as_dict() for g in KeywordPyramid.build(keywords, phi, order)]
+    return {
+        "mg_pyramid": groups,
+        "mg_cursor": 0,
+        "mg_exhausted": False,
+        "trace": emit(
+            "build_pyramid", keywords=keywords, n_groups=len(groups),
+            pyramid=[f"L{g['level']} {' + '.join(g['keywords'])} ({g['size']})" for g in groups],
+            phi_sizes={k: len(v) for k, v in phi.items()},
+        ),
+    }
+
+
+def _assess_fixed_tokens(state: MemoryState) -> int:
+    """Tokens of an assess prompt before its new memories (template, question, a, H)."""
+    critical = state.get("critical_memories") or []
+    return estimate_tokens(load_prompt(METHOD, "assess") + state["question"] + (state.get("draft_answer") or "")
+                           + _lines(critical)) + 150
+
+
+def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ws = workspace(ctx)
+    ns = state["namespace"]
+    question = state["question"]
+    pyramid = state.get("mg_pyramid") or []
+    masks = set(state.get("masks") or [])
+    iteration = state.get("iteration", 0)
+    rnd = iteration + 1
+    cursor = state.get("mg_cursor", 0)
+
+    if iteration >= max(0, ctx.mg_max_rounds):
+        return {"mg_exhausted": True, "mg_new_memories": [],
+                "trace": emit("retrieve_round", round=rnd, exhausted=True, note="round budget spent")}
+
+    skipped: list[str] = []
+    group: dict[str, Any] | None = None
+    fresh: list[str] = []
+    while cursor < len(pyramid):
+        cand = pyramid[cursor]
+        cursor += 1
+        fresh = [t for t in cand["ids"] if t not in masks]  # eq. 11: R̃ = s(P) minus everything shown
+        if fresh:
+            group = cand
+            break
+        skipped.append(" + ".join(cand["keywords"]))  # fully shown: skipped without a round
+
+    note = None
+    if group is None:
+        if iteration == 0 and ctx.mg_empty_fallback == "dense":
+            hits = MaskedRetriever(ws.index("turns", ns)).dense(question, masks, max(1, ctx.mg_max_new_per_round))
+            fresh = [t for u in hits for t in u.turn_ids if t not in masks]
+            fresh = list(dict.fromkeys(fresh))
+            group = {"level": 0, "keywords": [], "size": len(fresh), "ids": fresh}
+            note = ("no keyword selected" if not state.get("mg_keywords") else "no keyword group has any memory") + \
+                   f": dense fallback over the top {len(fresh)} turns"
+            if not fresh:
+                group = None
+        if group is None:
+            why = "pyramid exhausted" if pyramid else "no keyword group and no fallback"
+            return {
+                "mg_exhausted": True, "mg_new_memories": [], "mg_group": None, "mg_cursor": cursor,
+                "trace": emit("retrieve_round", round=rnd, exhausted=True, skipped_fully_shown=skipped, note=why),
+            }
+
+    # Cap: the turns most similar to the question; the overflow is neither shown nor masked.
+    order = _turn_order(ws, ns)
+    fresh.sort(key=lambda t: order.get(t, 1 << 30))
+    cap = max(1, ctx.mg_max_new_per_round)
+    kept = _top_by_similarity(ws, ns, question, fresh, cap)
+    n_capped = len(fresh) - len(kept)
+
+    turns = ws.turns(ns)
+    dates = _session_dates(ws, ns)
+    kept.sort(key=lambda t: order.get(t, 1 << 30))  # shown in conversation (session date, turn) order
+    new_mems = [_memory(turns[t], dates.get(t, "")) for t in kept if t in turns]
+
+    # Prompt budget: drop the least similar of the kept memories until the assess prompt fits.
+    budget = ctx.max_prompt_tokens - _assess_fixed_tokens(state)
+    used = sum(estimate_tokens(memory_line(m)) for m in new_mems)
+    n_budget_cut = 0
+    if used > budget and len(new_mems) > 1:
+        sims = _similarities(ws, ns, question, [m["id"] for m in new_mems])
+        for m in sorted(new_mems, key=lambda m: (sims.get(m["id"], 0.0), -order.get(m["id"], 0))):
+            if used <= budget or len(new_mems) - n_budget_cut <= 1:
+                break
+            m["_drop"] = True
+            used -= estimate_tokens(memory_line(m))
+            n_budget_cut += 1
+        new_mems = [m for m in new_mems if not m.pop("_drop", False)]
+    shown = [m["id"] for m in new_mems]
+    return {
+        "mg_group": group,
+        "mg_new_memories": new_mems,
+        "mg_cursor": cursor,
+        "mg_exhausted": False,
+        "masks": shown,
+        "retrieved": new_mems,
+        "trace": emit(
+            "retrieve_round", round=rnd, level=group["level"], keywords=group["keywords"], size=group["size"],
+            n_new=len(shown), n_capped=n_capped, n_budget_cut=n_budget_cut, new_ids=shown,
+            skipped_fully_shown=skipped, note=note,
+        ),
+    }
+
+
+def _critical_fallback(ws: Workspace, ns: str, question: str, pool: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    ids = _top_by_similarity(ws, ns, question, [m["id"] for m in pool], n)
+    keep = set(ids)
+    return [m for m in pool if m["id"] in keep]
+
+
+def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ws = workspace(ctx)
+    ns = state["namespace"]
+    question = state["question"]
+    previous = state.get("draft_answer") or ""
+    held = list(state.get("critical_memories") or [])
+    new = list(state.get("mg_new_memories") or [])
+    rnd = state.get("iteration", 0) + 1
+
+    # I(r) = (q, a(r-1), H(r-1), R̃(r)) and nothing else from earlier rounds (eq. 12).
+    user = render_prompt(METHOD, "assess", question=question, previous_answer=previous or "(none yet)",
+                         critical=_lines(held), new=_lines(new), max_critical=ctx.mg_max_critical)
+    model = get_chat_model(ctx, role="main")
+    res = call_structured(model, messages(None, user), AssessReply, node="assess",
+                          method=ctx.structured_method, max_tokens=200)
+
+    pool = {m["id"]: m for m in [*held, *new]}
+    cap = max(1, ctx.mg_max_critical)
+    note: dict[str, Any] = {}
+    dropped: list[str] = []
+    if res.value is not None:
+        reply = res.value
+        answer = reply.answer.strip() or previous
+        sufficient = bool(reply.sufficient)
+        ids: list[str] = []
+        for cid in reply.critical_ids:
+            if cid in pool and cid not in ids:
+                ids.append(cid)
+            elif cid not in pool:
+                dropped.append(cid)  # never let the model invent or resurrect an id
+        critical = [pool[i] for i in ids[:cap]]  # H(r) replaces H(r-1) (eq. 13)
+    else:
+        answer, sufficient = previous, False
+        critical = _critical_fallback(ws, ns, question, [*held, *[m for m in new if m["id"] not in {h['id'] for h in held}]], cap)
+        note = {**res.failure_note(), "fallback_rule": "keep a(r-1); H(r) = H(r-1) ∪ R̃(r) cut by similarity"}
+    iteration = state.get("iteration", 0) + 1
+    stop = "sufficient" if sufficient else ("round limit" if iteration >= ctx.mg_max_rounds else "continue")
+    return {
+        "draft_answer": answer,
+        "mg_sufficient": sufficient,
+        "critical_memories": critical,
+        "evidence": [memory_line(m) for m in critical],
+        "supports": [m["id"] for m in critical],
+        "iteration": iteration,
+        "usage": res.usage,
+        "trace": emit(
+            "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient, decision=stop,
+            kept_ids=[m["id"] for m in critical], dropped_ids=dropped,
+            shown_turn_ids=[*[m["id"] for m in held], *[m["id"] for m in new]], **note,
+        ),
+    }
+
+
+def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    draft = (state.get("draft_answer") or "").strip()
+    critical = list(state.get("critical_memories") or [])
+    supports = [m["id"] for m in critical]
+    if not draft and not critical:
+        return {"answer": NO_INFO, "supports": [], "critical_memories": [],
+                "trace": emit("rewrite", llm_role="main", calls=0, answer=NO_INFO,
+                              note="nothing was retrieved or answered: no rewrite call")}
+    question_line = render_prompt(METHOD, "rewrite_question", question=state["question"]) if ctx.mg_rewrite_with_question else ""
+    user = render_prompt(METHOD, "rewrite", question_line=question_line, answer=draft or NO_INFO, critical=_lines(critical))
+    res = call_structured(get_chat_model(ctx, role="main"), messages(None, user), RewriteReply, node="rewrite",
+                          method=ctx.structured_method, max_tokens=60)
+    final = res.value.answer.strip() if res.value is not None else ""
+    note = {} if res.value is not None else {**res.failure_note(), "fallback_rule": "draft answer unchanged"}
+    if res.value is not None and not final:
+        note = {"fallback_rule": "empty rewrite: draft answer unchanged"}
+    answer = final or draft or NO_INFO
+    return {
+        "answer": answer,
+        "supports": supports,
+        "critical_memories": critical,
+        "usage": res.usage,
+        "trace": emit("rewrite", llm_role="main", draft=draft, answer=answer, supports=supports,
+                      shown_turn_ids=supports, **note),
+    }
+
+
+# --- routers ------------------------------------------------------------------------------------
+
+
+def route_after_retrieve(state: MemoryState) -> Literal["assess", "rewrite"]:
+    return "rewrite" if state.get("mg_exhausted") or not state.get("mg_new_memories") else "assess"
+
+
+def route_after_assess(state: MemoryState, runtime: Runtime[Context]) -> Literal["retrieve_round", "rewrite"]:
+    if state.get("mg_sufficient") or state.get("iteration", 0) >= runtime.context.mg_max_rounds:
+        return "rewrite"
+    return "retrieve_round"
+
+
+builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder.add_node("select_keywords", select_keywords)
+builder.add_node("build_pyramid", build_pyramid)
+builder.add_node("retrieve_round", retrieve_round)
+builder.add_node("assess", assess)
+builder.add_node("rewrite", rewrite)
+builder.add_edge(START, "select_keywords")
+builder.add_edge("select_keywords", "build_pyramid")
+builder.add_edge("build_pyramid", "retrieve_round")
+builder.add_conditional_edges("retrieve_round", route_after_retrieve, ["assess", "rewrite"])
+builder.add_conditional_edges("assess", route_after_assess, ["retrieve_round", "rewrite"])
+builder.add_edge("rewrite", END)
+
+graph = builder.compile()
+graph.name = "mgretrieval"

@@ -1,0 +1,235 @@
+"""MGRetrieval ingestion (specs/methods/mgretrieval.md §2 and §7.1–7.3) with a scripted aux model."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from app.config import Context
+from app.ingest.mgretrieval import (
+    DOC_TURN,
+    KeywordVocabulary,
+    fallback_keywords,
+    normalise_keyword,
+    session_records,
+)
+from app.ingest.models import Turn
+from app.ingest.pipeline import ingest_conversation
+from app.llm.scripted import ScriptedChatModel
+from app.memory.workspace import open_workspace
+from tests.unit.helpers import make_conversation
+
+SESSIONS = [
+    [("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob", "I bought a red kayak")],
+    [("Ann", "Clara loves the Alps too"), ("Bob", "The kayak is red and fast")],
+    [("Ann", "Another hike next week"), ("Bob", "I sold the old kayak")],
+]
+# K_i the fake model "extracts" for each turn id.
+KEYWORDS: dict[str, list[str]] = {
+    "D1:1": ["Hiking!", "alps", "Clara"],
+    "D1:2": ["red kayak"],
+    "D2:1": ["clara", "Alps"],
+    "D2:2": ["kayak", "red"],
+    "D3:1": ["hike", "next week"],
+    "D3:2": ["old kayak", "kayak"],
+}
+ID_LINE = re.compile(r"^\[(D\d+:\d+)\]", re.M)
+PAIR = re.compile(r"^\d+\. (.+?) -> (.+)$", re.M)
+
+
+def schema_props(kwargs: dict[str, Any]) -> set[str]:
+    return set((kwargs.get("response_format") or {}).get("schema", {}).get("properties", {}))
+
+
+class FakeAux:
+    """Replies by call kind: extraction from KEYWORDS, matching from `matches` (keyword → entry)."""
+
+    def __init__(self, keywords: dict[str, list[str]], matches: dict[str, str | None] | None = None) -> None:
+        self.keywords = keywords
+        self.matches = matches or {}
+        self.model = ScriptedChatModel(default=self.reply)
+
+    def reply(self, messages: list[Any], kwargs: dict[str, Any]) -> Any:
+        text = "\n".join(str(m.content) for m in messages)
+        props = schema_props(kwargs)
+        if "turns" in props:
+            return {"turns": [{"id": t, "keywords": self.keywords.get(t, [])} for t in ID_LINE.findall(text)]}
+        if "matches" in props:
+            return {"matches": [{"keyword": k, "entry": self.matches.get(k)} for k, _ in PAIR.findall(text)]}
+        raise AssertionError(f"unexpected call: {props}")
+
+    def count(self, prop: str) -> int:
+        return sum(1 for c in self.model.calls if prop in schema_props(c["kwargs"]))
+
+
+def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> Context:
+    return Context(data_dir=data_dir, chat_model=aux.model, **kw)
+
+
+def test_normalisation() -> None:
+    assert normalise_keyword("  Maya's  Dog! ") == "maya dog"
+    assert normalise_keyword("Red-Kayak") == "red kayak"
+    assert normalise_keyword(None) == ""
+
+
+def test_three_sessions_make_three_extraction_calls_and_zero_on_reingest(data_dir: str) -> None:
+    """§7.1: 3 extraction calls, ≤3 matching calls (none without candidates), 0 calls on re-ingest."""
+    aux = FakeAux(KEYWORDS, {"red": None, "kayak": None})
+    ctx = ctx_for(data_dir, aux, mg_match_min_sim=0.6)
+    conv = make_conversation(SESSIONS)
+    reports = ingest_conversation(conv, "ns", ctx, methods=["mgretrieval"])
+    assert aux.count("turns") == 3
+    assert aux.count("matches") <= 3
+    records = session_records(open_workspace(data_dir), "ns")
+    # Session 1 starts from an empty V: nothing can have a shortlist, so no matching call for it.
+    assert records[0]["shortlisted"] == 0
+    n_match = sum(1 for r in records if r["shortlisted"])
+    assert aux.count("matches") == n_match
+    assert reports[-1].llm_calls == len(aux.model.calls)
+
+    before = len(aux.model.calls)
+    again = ingest_conversation(conv, "ns", ctx, methods=["mgretrieval"])
+    assert len(aux.model.calls) == before
+    assert again[-1].llm_calls == 0
+    assert KeywordVocabulary.load(open_workspace(data_dir), "ns").entries == records_vocab(data_dir)
+
+
+def records_vocab(data_dir: str) -> list[str]:
+    return KeywordVocabulary.replay(session_records(open_workspace(data_dir), "ns")).entries
+
+
+def test_no_matching_call_when_every_keyword_is_known_or_has_no_shortlist(data_dir: str) -> None:
+    kws = {"D1:1": ["alps"], "D1:2": ["kayak"], "D2:1": ["alps"], "D2:2": ["kayak"], "D3:1": ["zebra"], "D3:2": ["alps"]}
+    aux = FakeAux(kws)
+    ctx = ctx_for(data_dir, aux, mg_match_min_sim=0.99)  # distinct words never reach 0.99 with the hash embedder
+    ingest_conversation(make_conversation(SESSIONS), "ns", ctx, methods=["mgretrieval"])
+    assert aux.count("turns") == 3
+    assert aux.count("matches") == 0
+    recs = session_records(open_workspace(data_dir), "ns")
+    assert recs[1]["prematched"] == ["alps", "ann", "kayak", "bob"]
+
+
+def test_vocabulary_after_session_two_does_not_depend_on_session_three(data_dir: str, tmp_path: Any) -> None:
+    """§7.2: V and Φ after session 2 are the same with or without session 3 ingested later."""
+    conv2 = make_conversation(SESSIONS[:2])
+    conv3 = make_conversation(SESSIONS)
+    a = FakeAux(KEYWORDS, {"red": "red kayak"})
+    ingest_conversation(conv2, "two", ctx_for(data_dir, a, mg_match_min_sim=0.5), methods=["mgretrieval"])
+    b = FakeAux(KEYWORDS, {"red": "red kayak"})
+    other = str(tmp_path / "other")
+    ingest_conversation(conv3, "three", ctx_for(other, b, mg_match_min_sim=0.5), methods=["mgretrieval"])
+
+    only_two = KeywordVocabulary.load(open_workspace(data_dir), "two")
+    upto_two = KeywordVocabulary.load(open_workspace(other), "three", upto_session=2)
+    assert only_two.entries == upto_two.entries
+    assert only_two.phi == upto_two.phi
+    full = KeywordVocabulary.load(open_workspace(other), "three")
+    assert len(full.entries) > len(upto_two.entries)  # session 3 did add entries
+
+    # Incremental: adding session 3 to "two" afterwards gives the same final structures.
+    ingest_conversation(conv3, "two", ctx_for(data_dir, a, mg_match_min_sim=0.5), methods=["mgretrieval"])
+    extended = KeywordVocabulary.load(open_workspace(data_dir), "two")
+    assert (extended.entries, extended.phi) == (full.entries, full.phi)
+    assert a.count("turns") == 3  # only session 3 was extracted the second time
+
+
+def test_matched_surface_form_is_indexed_under_the_existing_entry(data_dir: str) -> None:
+    """§7.3: "hiking" → existing "hike": the turn is indexed under "hike"; "hiking" not in V."""
+    sessions = [[("Ann", "We love to hike")], [("Ann", "Hiking today")]]
+    aux = FakeAux({"D1:1": ["hike"], "D2:1": ["hiking"]}, {"hiking": "hike"})
+    ctx = ctx_for(data_dir, aux, mg_match_min_sim=0.0)
+    ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["mgretrieval"])
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert "hiking" not in vocab
+    assert vocab.memories("hike") == ["D1:1", "D2:1"]
+    turn = open_workspace(data_dir).docs.get("ns", DOC_TURN, "D2:1")
+    assert turn["keywords"][0] == "hiking" and turn["terms"][0] == "hike"
+
+
+def test_keep_surface_forms_indexes_under_both(data_dir: str) -> None:
+    sessions = [[("Ann", "We love to hike")], [("Ann", "Hiking today")]]
+    aux = FakeAux({"D1:1": ["hike"], "D2:1": ["hiking"]}, {"hiking": "hike"})
+    ctx = ctx_for(data_dir, aux, mg_match_min_sim=0.0, mg_keep_surface_forms=True)
+    ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["mgretrieval"])
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert vocab.memories("hike") == ["D1:1", "D2:1"]
+    assert vocab.memories("hiking") == ["D2:1"]
+
+
+def test_match_outside_the_shortlist_counts_as_null(data_dir: str) -> None:
+    sessions = [[("Ann", "We love to hike")], [("Ann", "Hiking today")]]
+    aux = FakeAux({"D1:1": ["hike"], "D2:1": ["hiking"]}, {"hiking": "mountaineering"})
+    ctx = ctx_for(data_dir, aux, mg_match_min_sim=0.0)
+    ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["mgretrieval"])
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert "hiking" in vocab and "mountaineering" not in vocab
+    assert vocab.memories("hike") == ["D1:1"]
+
+
+def test_malformed_replies_fall_back_safely_and_are_flagged(data_dir: str) -> None:
+    """Extraction garbage → deterministic keywords (flagged); matching garbage → all new."""
+    model = ScriptedChatModel(default="this is not json at all")
+    ctx = Context(data_dir=data_dir, chat_model=model, mg_match_min_sim=0.0)
+    reports = ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx, methods=["mgretrieval"])
+    report = reports[-1]
+    assert any("fallback keywords" in f for f in report.fallbacks)
+    assert any("match_vocabulary failed" in f for f in report.fallbacks)
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert "clara" in vocab.entries and "alps" in vocab.entries and "kayak" in vocab.entries
+    recs = session_records(open_workspace(data_dir), "ns")
+    assert recs[0]["fallback_turns"] == ["D1:1", "D1:2"]
+    # 2 sessions × (extraction + retry) + session 2's matching (+ retry) = 6 calls, no more.
+    assert len(model.calls) == 6
+
+
+def test_unknown_ids_are_dropped_and_missing_turns_get_fallback(data_dir: str) -> None:
+    model = ScriptedChatModel(script=[{"turns": [{"id": "D9:9", "keywords": ["ghost"]}, {"id": "D1:1", "keywords": ["alps"]}]}])
+    ctx = Context(data_dir=data_dir, chat_model=model)
+    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx, methods=["mgretrieval"])
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert "ghost" not in vocab
+    assert vocab.memories("alps") == ["D1:1"]
+    assert session_records(open_workspace(data_dir), "ns")[0]["fallback_turns"] == ["D1:2"]
+    assert "kayak" in vocab.entries  # the fallback extractor found it in D1:2
+
+
+def test_fallback_keywords() -> None:
+    turn = Turn(id="D1:1", speaker="Ann", text="I adopted a beagle called Biscuit at the Riverside shelter", session=1, index=1)
+    kws = fallback_keywords(turn)
+    assert kws[:3] == ["ann", "biscuit", "riverside"]  # names first, "I" is a stopword
+    assert "biscuit" in kws and "riverside" in kws and len(kws) <= 8
+    assert "the" not in kws and "at" not in kws
+
+
+def test_changed_session_replays_from_cache_without_duplicates(data_dir: str) -> None:
+    aux = FakeAux(KEYWORDS)
+    ctx = ctx_for(data_dir, aux)
+    ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx, methods=["mgretrieval"])
+    changed = [SESSIONS[0], [("Ann", "Clara loves the Alps a lot"), ("Bob", "The kayak is red and fast")]]
+    before = aux.count("turns")
+    ingest_conversation(make_conversation(changed), "ns", ctx, methods=["mgretrieval"])
+    assert aux.count("turns") == before + 1  # only the changed session 2 is extracted again
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert len(vocab.entries) == len(set(vocab.entries))
+    assert all(len(v) == len(set(v)) for v in vocab.phi.values())
+    ws = open_workspace(data_dir)
+    assert ws.index("mg_vocab", "ns").count() == len(vocab.entries)
+
+
+def test_extraction_prompt_lists_turns_with_date(data_dir: str) -> None:
+    aux = FakeAux(KEYWORDS)
+    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx_for(data_dir, aux), methods=["mgretrieval"])
+    prompt = aux.model.prompts()[0]
+    assert "[D1:1] Ann: I went hiking" in prompt and "1 May, 2023" in prompt
+    assert json.loads(json.dumps(aux.model.calls[0]["kwargs"]["response_format"]))["type"] == "json_object"
+
+
+@pytest.mark.parametrize("reply", [{"turns": {"D1:1": "alps, clara", "D1:2": None}}])
+def test_lenient_extraction_shapes(data_dir: str, reply: dict[str, Any]) -> None:
+    model = ScriptedChatModel(script=[reply])
+    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", Context(data_dir=data_dir, chat_model=model), methods=["mgretrieval"])
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    assert vocab.memories("alps") == ["D1:1"] and vocab.memories("clara") == ["D1:1"]
