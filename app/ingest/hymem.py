@@ -1,0 +1,268 @@
+"""HyMem's two-granularity memory (specs/methods/hymem.md §2).
+
+- Level-2: one unit per session (`S<n>`): a date header, then one `[<dia_id>] <speaker>: <text>` line
+  per turn. Stored with its ordered turn ids in the doc store (kind `hymem_session`).
+- Level-1: key-information summaries (`S<n>.<k>`) written by ONE LLM call per session. Each keeps the
+  turn ids it came from (our addition: turn-level supports and evidence recall). They are embedded in
+  the Chroma collection `hymem_summaries` and stored as docs (kind `hymem_summary`) with their links.
+
+Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
+temperature) matches its stored doc is skipped with no LLM call and no embedding; otherwise the LLM
+reply is looked up in the content-hash cache first. Each session's docs are written in one
+transaction, and the session doc (the completion marker) is part of it, so a crash in the middle
+leaves the session unfinished and the next run redoes only that session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from app.config import Context, get_settings
+from app.ingest.models import Conversation, Session, Turn
+from app.llm.cache import LLMCache, cache_key
+from app.llm.models import get_chat_model, model_name
+from app.llm.structured import call_structured
+from app.memory.vectors import Unit, VectorIndex
+from app.memory.workspace import Workspace
+from app.prompts import prompt_hash, render_prompt
+
+METHOD = "hymem"
+SUMMARY_KIND = "hymem_summaries"  # the Chroma collection kind
+SESSION_DOC = "hymem_session"
+SUMMARY_DOC = "hymem_summaries"  # one doc per session: its list of summaries
+NEAREST_TURNS = 2  # an item with no valid turn id is linked to this many most similar turns
+SUMMARISE_MAX_TOKENS = 1024
+_TURN_ID = re.compile(r"D\d+:\d+", re.I)
+
+
+# ----------------------------------------------------------------------------------------- Level-2
+
+
+def turn_line(turn: Turn) -> str:
+    return f"[{turn.id}] {turn.speaker}: {turn.full_text}"
+
+
+def session_id(session: Session) -> str:
+    return f"S{session.index}"
+
+
+def session_text(session: Session) -> str:
+    """The Level-2 text: a date header, then one line per turn with its id."""
+    header = f"Session {session_id(session)}, {session.date_time or 'date unknown'}"
+    return "\n".join([header, *(turn_line(t) for t in session.turns)])
+
+
+def date_meta(session: Session) -> dict[str, Any]:
+    meta: dict[str, Any] = {"date": session.date or session.date_time or "unknown date"}
+    if session.parsed is not None:
+        meta.update(year=session.parsed.year, month=session.parsed.month, day=session.parsed.day)
+    return meta
+
+
+# ----------------------------------------------------------------------------------------- the LLM reply
+
+
+class SummaryItem(BaseModel):
+    text: str
+    turn_ids: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_string(cls, v: Any) -> Any:
+        # The reference returns plain strings; accept them and link them by similarity later.
+        if isinstance(v, str):
+            return {"text": v, "turn_ids": []}
+        return v
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return "" if v is None else (v if isinstance(v, str) else str(v)).strip()
+
+    @field_validator("turn_ids", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        if isinstance(v, str):
+            return _TURN_ID.findall(v)
+        if isinstance(v, list | tuple):
+            return [m for x in v if x is not None for m in _TURN_ID.findall(str(x))]
+        return []
+
+
+class SummaryReply(BaseModel):
+    items: list[SummaryItem]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_list(cls, v: Any) -> Any:
+        if isinstance(v, list):  # a bare list of items instead of {"items": [...]}
+            return {"items": v}
+        if isinstance(v, dict) and "items" not in v:
+            for key in ("summaries", "summary", "facts"):
+                if isinstance(v.get(key), list):
+                    return {"items": v[key]}
+        return v
+
+    @field_validator("items")
+    @classmethod
+    def _non_empty(cls, v: list[SummaryItem]) -> list[SummaryItem]:
+        kept = [i for i in v if i.text]
+        if not kept:
+            raise ValueError("no summary item with a non-empty text")
+        return kept
+
+
+# ----------------------------------------------------------------------------------------- validation
+
+
+def _nearest_turns(ws: Workspace, text: str, turns: tuple[Turn, ...], k: int = NEAREST_TURNS) -> list[str]:
+    """The k turns of the session most similar to `text`, in conversation order."""
+    if not turns:
+        return []
+    vecs = np.asarray(ws.embeddings.embed_documents([turn_line(t) for t in turns]), dtype=np.float32)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = vecs / np.where(norms == 0, 1.0, norms)
+    q = np.asarray(ws.embeddings.embed_query(text), dtype=np.float32)
+    scores = vecs @ (q / (float(np.linalg.norm(q)) or 1.0))
+    best = sorted(np.argsort(-scores, kind="stable")[:k].tolist())
+    return [turns[i].id for i in best]
+
+
+def link_items(
+    ws: Workspace, session: Session, items: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Drop empty texts and foreign turn ids; link id-less items to their nearest turns.
+
+    Returns the cleaned items and notes for the build report.
+    """
+    valid = {t.id.upper(): t.id for t in session.turns}
+    out: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for item in items:
+        text = str(item.get("text") or "").strip()
+        if not text:
+            continue
+        ids = list(dict.fromkeys(valid[i.upper()] for i in item.get("turn_ids") or [] if i.upper() in valid))
+        dropped = [i for i in item.get("turn_ids") or [] if i.upper() not in valid]
+        if dropped:
+            notes.append(f"{session_id(session)}: dropped turn ids outside the session {dropped}")
+        if not ids:
+            ids = _nearest_turns(ws, text, session.turns)
+            notes.append(f"{session_id(session)}: item {len(out)} linked to nearest turns {ids}")
+        out.append({"text": text, "turn_ids": ids})
+    return out, notes
+
+
+def fallback_items(session: Session) -> list[dict[str, Any]]:
+    """One summary per turn, equal to the turn line, linked to that turn."""
+    return [{"text": turn_line(t), "turn_ids": [t.id]} for t in session.turns]
+
+
+# ----------------------------------------------------------------------------------------- build
+
+
+def summary_index(ws: Workspace, namespace: str) -> VectorIndex:
+    return ws.index(SUMMARY_KIND, namespace)
+
+
+def _session_hash(text: str, model: str, temperature: float) -> str:
+    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}"])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, text: str, report: Any,
+               cache: LLMCache, model: Any, name: str, temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
+    """The session's raw items (cached or from one LLM call); returns (items, fallback, error)."""
+    key = cache_key(namespace, METHOD, "summarise", name, temperature, {"session": text})
+    cached = cache.get(key)
+    if cached is not None:
+        report.cached_calls += 1
+        return list(cached.get("items") or []), False, ""
+    prompt = render_prompt(METHOD, "summarise", session=text)
+    from langchain_core.messages import HumanMessage
+
+    res = call_structured(model, [HumanMessage(content=prompt)], SummaryReply, node="hymem_summarise",
+                          method=ctx.structured_method, max_tokens=SUMMARISE_MAX_TOKENS)
+    report.add_usage(res.usage)
+    if res.value is None:
+        return [], True, res.error or "invalid reply"
+    items = [i.model_dump() for i in res.value.items]
+    # Only good replies are cached; a failed session is still skipped on re-ingest by its session doc.
+    cache.put(key, {"items": items})
+    return items, False, ""
+
+
+def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
+    from app.ingest.pipeline import BuildReport
+
+    report = BuildReport(METHOD, sessions=len(conversation.sessions))
+    index = summary_index(ws, namespace)
+    cache = LLMCache(ws.docs)
+    model = get_chat_model(ctx)
+    name = model_name(model)
+    temperature = float(getattr(model, "temperature", None) or get_settings().llm_temperature or 0.0)
+
+    for session in progress(list(conversation.sessions), "hymem summaries"):
+        sid = session_id(session)
+        if not session.turns:
+            continue  # nothing to summarise; no call
+        text = session_text(session)
+        digest = _session_hash(text, name, temperature)
+        old = ws.docs.get(namespace, SESSION_DOC, sid)
+        ids = (old or {}).get("summary_ids") or []
+        if old and old.get("hash") == digest and ids and len(index.get(ids)) == len(ids):
+            continue  # unchanged and complete: zero calls, zero embeddings
+
+        raw, failed, error = _summarise(ws, namespace, session, ctx, text, report, cache, model, name, temperature)
+        items, notes = link_items(ws, session, raw) if not failed else ([], [])
+        if not items:
+            failed, error = True, error or "no usable summary item"
+            items = fallback_items(session)
+        if failed:
+            report.fallbacks.append(f"{sid}: summary fallback (one summary per turn): {error[:200]}")
+        report.fallbacks.extend(notes)
+
+        meta = date_meta(session)
+        units = [
+            Unit(id=f"{sid}.{k}", text=item["text"], turn_ids=item["turn_ids"],
+                 metadata={"session": sid, "order": session.index * 100000 + k, **meta})
+            for k, item in enumerate(items)
+        ]
+        # A changed session may yield fewer items: remove the stale tail before upserting.
+        stale = [i for i in (old or {}).get("summary_ids") or [] if i not in {u.id for u in units}]
+        index.delete(stale)
+        report.embedded += index.upsert(units)
+        with ws.docs.transaction():
+            # One doc per session holds its summaries, so replacing it drops a stale tail too.
+            ws.docs.put(namespace, SUMMARY_DOC, sid, [
+                {"id": u.id, "text": u.text, "turn_ids": u.turn_ids, **u.metadata} for u in units
+            ])
+            ws.docs.put(namespace, SESSION_DOC, sid, {
+                "id": sid, "index": session.index, "date_time": session.date_time, **meta,
+                "text": text, "turn_ids": [t.id for t in session.turns],
+                "summary_ids": [u.id for u in units], "hash": digest, "fallback": bool(failed),
+            })
+    return report
+
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+def load_sessions(ws: Workspace, namespace: str) -> dict[str, dict[str, Any]]:
+    """Level-2 session docs by id, in session order."""
+    docs = ws.docs.items(namespace, SESSION_DOC)
+    return dict(sorted(docs.items(), key=lambda kv: kv[1].get("index", 0)))
+
+
+def load_summaries(ws: Workspace, namespace: str) -> dict[str, dict[str, Any]]:
+    """Level-1 summary docs by id, in corpus order (session order, then item order)."""
+    rows = [s for per_session in ws.docs.items(namespace, SUMMARY_DOC).values() for s in per_session]
+    return {s["id"]: s for s in sorted(rows, key=lambda s: s.get("order", 0))}

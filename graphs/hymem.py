@@ -1,0 +1,479 @@
+"""HyMem: dual-granular memory with light / deep / reflect scheduling (specs/methods/hymem.md).
+
+START → light ─┬─ answered (finished 0)            → reflect
+               └─ insufficient or invalid output    → deep → reflect
+reflect ─┬─ satisfied, unusable rewrite, last round → answer → END
+         └─ not satisfied with a new query          → light (next round)
+
+`light` answers from the top `hymem_light_k` Level-1 summaries (1 call). `deep` lets the LLM pick
+summaries from the top `hymem_deep_n` (one selection call per batch, batches concurrent) and answers
+from the linked Level-2 sessions (1 call). `reflect` judges the draft and may rewrite the retrieval
+query (1 call, skipped on the last round). `answer` is deterministic. Retrievers see the current
+query q_i; generators always see the original question q0 plus the previous answer (memory pool).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, field_validator
+
+from app.config import Context
+from app.ingest.hymem import load_sessions, summary_index
+from app.llm.models import get_chat_model
+from app.llm.structured import StructuredResult, call_structured
+from app.llm.usage import estimate_tokens, merge_usage
+from app.memory.vectors import Unit
+from app.prompts import load_prompt, render_prompt
+from app.state import InputState, MemoryState, OutputState
+from app.trace import emit
+from graphs.common import NO_INFO, cited_ids, critical_from_turns, messages, workspace
+
+MAX_TOKENS = 512
+_EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"
+
+
+# --- reply schemas (lenient coercions live in validators) ---------------------------------------
+
+
+def _int_or_raw(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v.strip())
+    return v
+
+
+def _text(v: Any) -> Any:
+    return "" if v is None else (v if isinstance(v, str) else str(v)).strip()
+
+
+class LightReply(BaseModel):
+    """`finished`: 0 = answered, 2 = insufficient ("0"/"2" strings accepted)."""
+
+    finished: Literal[0, 2]
+    answer: str = ""
+
+    @field_validator("finished", mode="before")
+    @classmethod
+    def _finished(cls, v: Any) -> Any:
+        return _int_or_raw(v)
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer(cls, v: Any) -> Any:
+        return _text(v)
+
+
+class SelectReply(BaseModel):
+    """Indices into one batch. Non-integers are dropped here; range and duplicates in `deep`."""
+
+    selected: list[int] = Field(default_factory=list)
+
+    @field_validator("selected", mode="before")
+    @classmethod
+    def _ints(cls, v: Any) -> Any:
+        if v is None or (isinstance(v, str) and v.strip().lower() in ("", "none", "null")):
+            return []
+        if isinstance(v, int | str):
+            v = [v]
+        if not isinstance(v, list | tuple):
+            return []
+        out = []
+        for x in v:
+            x = _int_or_raw(x)
+            if isinstance(x, int) and not isinstance(x, bool):
+                out.append(x)
+        return out
+
+
+class DeepReply(BaseModel):
+    answer: str
+    supports: list[str] = Field(default_factory=list)
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer(cls, v: Any) -> Any:
+        return _text(v)
+
+    @field_validator("answer")
+    @classmethod
+    def _non_empty(cls, v: str) -> str:
+        if not v:
+            raise ValueError("answer is empty")
+        return v
+
+    @field_validator("supports", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        if isinstance(v, str):
+            return cited_ids([v])
+        return cited_ids(str(x) for x in v) if isinstance(v, list | tuple) else []
+
+
+class ReflectReply(BaseModel):
+    """`finished`: 1 = satisfied, 0 = not (then `new_question` is the rewritten query)."""
+
+    finished: Literal[0, 1]
+    new_question: str = ""
+
+    @field_validator("finished", mode="before")
+    @classmethod
+    def _finished(cls, v: Any) -> Any:
+        return _int_or_raw(v)
+
+    @field_validator("new_question", mode="before")
+    @classmethod
+    def _question(cls, v: Any) -> Any:
+        return _text(v)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _top_summaries(ctx: Context, namespace: str, query: str, n: int) -> list[Unit]:
+    """The top-n Level-1 summaries by cosine to `query`; ties keep corpus order.
+
+    Over-fetching first makes the cut deterministic: the vector store breaks ties at its n-th
+    result arbitrarily, and scores are rounded so float32 noise does not reorder equal texts.
+    """
+    if n <= 0:
+        return []
+    index = summary_index(workspace(ctx), namespace)
+    units = index.query(query, n + max(n, 10))
+    return sorted(units, key=lambda u: (-round(u.score, 5), u.metadata.get("order", 0)))[:n]
+
+
+def _line(u: Unit) -> str:
+    return f"time: {u.metadata.get('date', 'unknown date')}, {u.text}"
+
+
+def _pool_line(draft: str | None) -> list[str]:
+    return [f"previous answer: {draft}"] if draft else []
+
+
+def _turns_of(units: list[Unit]) -> list[str]:
+    return list(dict.fromkeys(t for u in units for t in u.turn_ids))
+
+
+def _round(state: MemoryState) -> int:
+    return int(state.get("iteration") or 0)
+
+
+def _call(ctx: Context, name: str, schema: type[BaseModel], node: str, **values: Any) -> StructuredResult[Any]:
+    user = render_prompt("hymem", name, **values)
+    return call_structured(get_chat_model(ctx), messages(None, user), schema, node=node,
+                           method=ctx.structured_method, max_tokens=MAX_TOKENS)
+
+
+# --- nodes --------------------------------------------------------------------------------------
+
+
+def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ns = state["namespace"]
+    workspace(ctx).require_namespace(ns)
+    question = state["question"]
+    query = state.get("query") or question
+    rnd = _round(state)
+    units = _top_summaries(ctx, ns, query, ctx.hymem_light_k)
+    base: dict[str, Any] = {"query": query, "iteration": rnd}
+    if not units:
+        return {**base, "hymem_light_ids": [], "evidence": [], "hymem_route": "deep",
+                "trace": emit("light", round=rnd, query=query, decision="deep", why=_EMPTY_STORE, calls=0)}
+
+    # The memory pool (previous answer) joins from round 2 on; drafts only exist after round 1.
+    pool = _pool_line(state.get("draft_answer")) if rnd > 0 else []
+    # Budget in code: drop the lowest-ranked summaries only if the prompt would overflow.
+    fixed = estimate_tokens(load_prompt("hymem", "light") + question + "".join(pool)) + MAX_TOKENS
+    kept: list[Unit] = []
+    used = fixed
+    for u in units:
+        cost = estimate_tokens(_line(u))
+        if kept and used + cost > ctx.max_prompt_tokens:
+            break
+        kept.append(u)
+        used += cost
+    lines = [_line(u) for u in kept] + pool
+    shown = _turns_of(kept)
+    res = _call(ctx, "light", LightReply, "light", question=question, context="\n".join(lines))
+    reply = res.value
+    answered = reply is not None and reply.finished == 0 and bool(reply.answer)
+    if reply is None:
+        why = "light output invalid after a retry: escalate to deep"
+    elif answered:
+        why = "light judged the summaries sufficient"
+    elif reply.finished == 0:
+        why = "light said finished=0 with an empty answer: treated as insufficient"
+    else:
+        why = "light judged the summaries insufficient (finished=2)"
+    update: dict[str, Any] = {
+        **base,
+        "hymem_light_ids": [u.id for u in kept],
+        "evidence": lines,
+        "hymem_route": "reflect" if answered else "deep",
+        "usage": res.usage,
+    }
+    if answered:
+        assert reply is not None
+        update.update(draft_answer=reply.answer, hymem_status="light", supports=shown)
+    update["trace"] = emit(
+        "light", round=rnd, query=query, question=question, summary_ids=[u.id for u in kept],
+        dropped_for_budget=[u.id for u in units[len(kept):]], finished=reply.finished if reply else None,
+        answer=reply.answer if answered and reply else None, decision=update["hymem_route"], why=why,
+        shown_turn_ids=shown, **(res.failure_note() if reply is None else {}),
+    )
+    return update
+
+
+def _select_batch(ctx: Context, question: str, batch: list[Unit]) -> tuple[list[int], dict[str, Any], dict[str, Any]]:
+    """One selection call; returns (valid indices, usage, note for the trace)."""
+    lines = "\n".join(f"id: {i}, {_line(u)}" for i, u in enumerate(batch))
+    res = _call(ctx, "deep_select", SelectReply, "deep_select", question=question, lines=lines)
+    raw = res.value.selected if res.value else []
+    picked = list(dict.fromkeys(i for i in raw if 0 <= i < len(batch)))
+    note: dict[str, Any] = {"size": len(batch), "model_selected": raw}
+    if not picked:
+        picked = list(range(min(ctx.hymem_deep_fallback_k, len(batch))))
+        note["fallback"] = "invalid selection" if res.value is None else "empty selection after dropping bad indices"
+        note["fallback_top"] = len(picked)
+        if res.value is None:
+            note.update(res.failure_note())
+    elif len(picked) != len(raw):
+        note["dropped"] = [i for i in raw if i not in picked or raw.count(i) > 1]
+    return picked, res.usage, note
+
+
+def _session_lines(doc: dict[str, Any], budget: int) -> tuple[list[str], list[str]]:
+    """A session's lines (header + turns) and turn ids, cut at `budget` tokens if needed."""
+    lines = doc["text"].split("\n")
+    header, turn_lines = lines[0], lines[1:]
+    ids = list(doc.get("turn_ids") or [])
+    kept, used = [header], estimate_tokens(header)
+    for line in turn_lines:
+        cost = estimate_tokens(line)
+        if len(kept) > 1 and used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    return kept, ids[: len(kept) - 1]
+
+
+def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    ns = state["namespace"]
+    question = state["question"]
+    query = state.get("query") or question
+    rnd = _round(state)
+    draft = state.get("draft_answer") or ""
+    candidates = _top_summaries(ctx, ns, query, ctx.hymem_deep_n)
+    if not candidates:
+        return {"hymem_deep_candidates": [], "hymem_selected_ids": [],
+                "trace": emit("deep", round=rnd, query=query, calls=0, why=_EMPTY_STORE + "; draft kept")}
+
+    size = max(1, ctx.hymem_deep_batch)
+    batches = [candidates[i : i + size] for i in range(0, len(candidates), size)]
+    if ctx.hymem_parallel_batches and len(batches) > 1:
+        # Context-copying pool: LangChain callbacks and the run config follow into the threads.
+        with ContextThreadPoolExecutor(max_workers=min(len(batches), 8)) as pool:
+            results = list(pool.map(lambda b: _select_batch(ctx, question, b), batches))
+    else:
+        results = [_select_batch(ctx, question, b) for b in batches]
+    usage: dict[str, Any] = {}
+    selected: list[Unit] = []
+    notes = []
+    for batch, (picked, u, note) in zip(batches, results, strict=True):
+        usage = merge_usage(usage, u)
+        selected.extend(batch[i] for i in picked)
+        notes.append(note)
+    selected = list({u.id: u for u in selected}.values())
+
+    sessions = load_sessions(workspace(ctx), ns)
+    masks = set(state.get("masks") or [])
+
+    def fresh(units: list[Unit]) -> list[str]:
+        out: list[str] = []
+        for u in units:
+            sid = u.metadata.get("session")
+            doc = sessions.get(sid) if sid else None
+            if doc is None or sid in out:
+                continue
+            if set(doc.get("turn_ids") or []) <= masks:
+                continue  # every turn was shown in an earlier round; its content lives in the pool
+            out.append(sid)
+        return out
+
+    chosen = fresh(selected)
+    session_source = "selected"
+    if not chosen:
+        chosen, session_source = fresh(candidates), "highest-ranked unmasked candidates"
+    skipped_masked = [u.metadata.get("session") for u in selected
+                      if u.metadata.get("session") in sessions
+                      and set(sessions[u.metadata["session"]].get("turn_ids") or []) <= masks]
+    base = {
+        "hymem_deep_candidates": [u.id for u in candidates],
+        "hymem_selected_ids": [u.id for u in selected],
+        "usage": usage,
+    }
+    if not chosen:
+        return {**base, "trace": emit(
+            "deep", round=rnd, query=query, candidates=len(candidates), batches=notes,
+            selected_ids=[u.id for u in selected], skipped_masked_sessions=list(dict.fromkeys(skipped_masked)),
+            calls=len(batches), why="every candidate session was already shown; deep answer skipped, draft kept",
+        )}
+
+    # Session cap, then the prompt budget (whole sessions in selection order; the first may be cut).
+    pool = _pool_line(draft)
+    budget = ctx.max_prompt_tokens - estimate_tokens(load_prompt("hymem", "deep_answer") + question
+                                                     + "".join(pool)) - MAX_TOKENS
+    lines: list[str] = []
+    shown_sessions: list[str] = []
+    shown_turns: list[str] = []
+    dropped: list[str] = []
+    truncated: list[str] = []
+    for sid in chosen[: max(1, ctx.hymem_deep_max_sessions)]:
+        doc = sessions[sid]
+        cost = estimate_tokens(doc["text"])
+        if shown_sessions and cost > budget:
+            dropped.append(sid)
+            continue
+        s_lines, s_ids = _session_lines(doc, budget) if cost > budget else (doc["text"].split("\n"), doc["turn_ids"])
+        if cost > budget:
+            truncated.append(sid)
+        lines.extend(s_lines)
+        shown_sessions.append(sid)
+        shown_turns.extend(s_ids)
+        budget -= estimate_tokens("\n".join(s_lines))
+    dropped += chosen[max(1, ctx.hymem_deep_max_sessions):]
+    context = lines + pool
+
+    res = _call(ctx, "deep_answer", DeepReply, "deep_answer", question=question, context="\n".join(context))
+    usage = merge_usage(usage, res.usage)
+    reply = res.value
+    shown_set = set(shown_turns)
+    note: dict[str, Any] = {}
+    if reply is not None:
+        text = reply.answer
+        cited = [t for t in reply.supports if t in shown_set]
+        cited = cited or [t for t in cited_ids([reply.answer]) if t in shown_set]
+    else:
+        raw = (res.raw or "").strip()
+        text = raw or draft or NO_INFO
+        note = {**res.failure_note(), "answer_from": "raw reply" if raw else ("memory pool" if draft else "no info")}
+        cited = [t for t in cited_ids([raw]) if t in shown_set]
+    linked = [t for t in _turns_of(selected) if t in shown_set] or [t for t in _turns_of(candidates) if t in shown_set]
+    supports = cited or linked
+    return {
+        **base,
+        "usage": usage,
+        "hymem_sessions_shown": shown_sessions,
+        "masks": shown_turns,
+        "evidence": context,
+        "draft_answer": text,
+        "hymem_status": "deep",
+        "supports": supports,
+        "trace": emit(
+            "deep", round=rnd, query=query, question=question, candidates=len(candidates),
+            batches=notes, selected_ids=[u.id for u in selected], session_source=session_source,
+            skipped_masked_sessions=list(dict.fromkeys(skipped_masked)), sessions_shown=shown_sessions,
+            sessions_dropped=dropped, sessions_truncated=truncated, answer=text,
+            supports=supports, supports_from="cited by the answer" if cited else "linked from summaries",
+            shown_turn_ids=shown_turns, **note,
+        ),
+    }
+
+
+def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    rnd = _round(state)
+    query = state.get("query") or state["question"]
+    draft = state.get("draft_answer") or ""
+    if rnd + 1 >= ctx.hymem_max_rounds:
+        return {"trace": emit("reflect", round=rnd, next="answer", calls=0,
+                              why=f"no rounds left (max_rounds={ctx.hymem_max_rounds}); no reflect call")}
+    if not draft:
+        return {"trace": emit("reflect", round=rnd, next="answer", calls=0,
+                              why="nothing to judge: no draft answer (empty memory); no reflect call")}
+    res = _call(ctx, "reflect", ReflectReply, "reflect", question=state["question"], answer=draft)
+    reply = res.value
+    go_on = False
+    if reply is None:
+        satisfied, new_q, why = True, "", "reflect output invalid: treated as satisfied, answer kept"
+    else:
+        satisfied, new_q = reply.finished == 1, reply.new_question
+        if satisfied:
+            why = "reflect satisfied"
+        elif not new_q:
+            why = "not satisfied but no new question: stop"
+        elif " ".join(new_q.lower().split()) == " ".join(query.lower().split()):
+            why = "not satisfied but the new question equals the current query: stop"
+        else:
+            go_on, why = True, "not satisfied: next round with the rewritten query"
+    update: dict[str, Any] = {
+        "usage": res.usage,
+        "hymem_reflections": [{"round": rnd, "satisfied": satisfied, "new_question": new_q or None}],
+        "trace": emit("reflect", round=rnd, satisfied=satisfied, new_question=new_q or None,
+                      next="light" if go_on else "answer", why=why,
+                      **(res.failure_note() if reply is None else {})),
+    }
+    if go_on:
+        update.update(query=new_q, iteration=rnd + 1)
+    return update
+
+
+def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    draft = (state.get("draft_answer") or "").strip()
+    text = draft or NO_INFO
+    shown: set[str] = {t for r in state.get("trace") or [] for t in r.get("shown_turn_ids") or ()}
+    supports = [t for t in state.get("supports") or [] if t in shown] if draft else []
+    status = state.get("hymem_status")
+    if not draft:
+        why = "no module produced an answer (empty store or nothing retrievable)"
+    elif status == "light":
+        why = "the light module answered from Level-1 summaries"
+    else:
+        lights = [r for r in state.get("trace") or [] if r.get("node") == "light"]
+        why = "the deep module answered from Level-2 sessions after: " + (lights[-1].get("why") if lights else "?")
+    return {
+        "answer": text,
+        "supports": supports,
+        "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
+        "trace": emit("answer", answered_by=status if draft else None, why=why, rounds=_round(state) + 1,
+                      answer=text, supports=supports, calls=0),
+    }
+
+
+# --- routing ------------------------------------------------------------------------------------
+
+
+def route_after_light(state: MemoryState) -> Literal["deep", "reflect"]:
+    return "reflect" if state.get("hymem_route") == "reflect" else "deep"
+
+
+def route_after_reflect(state: MemoryState) -> Literal["light", "answer"]:
+    # The reflect node's own record (the latest one) carries its decision.
+    for rec in reversed(state.get("trace") or []):
+        if rec.get("node") == "reflect":
+            return "light" if rec.get("next") == "light" else "answer"
+    return "answer"
+
+
+builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder.add_node("light", light)
+builder.add_node("deep", deep)
+builder.add_node("reflect", reflect)
+builder.add_node("answer", answer)
+builder.add_edge(START, "light")
+builder.add_conditional_edges("light", route_after_light, ["deep", "reflect"])
+builder.add_edge("deep", "reflect")
+builder.add_conditional_edges("reflect", route_after_reflect, ["light", "answer"])
+builder.add_edge("answer", END)
+
+graph = builder.compile()
+graph.name = "hymem"

@@ -1,0 +1,115 @@
+"""HyMem ingestion (specs/methods/hymem.md §2, acceptance behaviour 1) with a scripted model."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app.config import Context
+from app.ingest.hymem import SUMMARY_KIND, load_sessions, load_summaries, session_text
+from app.ingest.pipeline import ingest_conversation
+from app.llm.scripted import ScriptedChatModel
+from app.memory.workspace import open_workspace
+from tests.unit.helpers import make_conversation
+
+LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
+
+SESSIONS = [
+    [("Ann", "I adopted a grey cat named Pixel"), ("Bob", "Lovely, how old is Pixel?"), ("Ann", "Two years old")],
+    [("Bob", "I ran the Berlin marathon"), ("Ann", "Well done on the marathon")],
+    [("Ann", "I moved to Porto for a bakery job"), ("Bob", "Porto is beautiful")],
+]
+
+
+def per_turn_summaries(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A well-behaved summariser: one item per turn, linked to it."""
+    return {"items": [{"text": f"{s} said: {t}", "turn_ids": [i]} for i, s, t in LINE.findall(messages[-1].content)]}
+
+
+def ingest(data_dir: str, model: ScriptedChatModel, sessions: list[list[tuple[str, str]]] = SESSIONS) -> tuple[Context, list[Any]]:
+    ctx = Context(data_dir=data_dir, chat_model=model)
+    reports = ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["hymem"])
+    return ctx, reports
+
+
+def test_one_call_per_session_then_zero_on_reingest(data_dir: str) -> None:
+    model = ScriptedChatModel(default=per_turn_summaries)
+    ctx, reports = ingest(data_dir, model)
+    assert len(model.calls) == 3 and reports[-1].llm_calls == 3
+    n_summaries = open_workspace(data_dir).index(SUMMARY_KIND, "ns").count()
+    _, again = ingest(data_dir, model)
+    assert len(model.calls) == 3, "re-ingest made an LLM call"
+    assert again[-1].llm_calls == 0 and again[-1].embedded == 0
+    assert open_workspace(data_dir).index(SUMMARY_KIND, "ns").count() == n_summaries  # no duplicates
+
+
+def test_every_summary_links_to_its_session_and_a_turn_of_it(data_dir: str) -> None:
+    ingest(data_dir, ScriptedChatModel(default=per_turn_summaries))
+    ws = open_workspace(data_dir)
+    sessions = load_sessions(ws, "ns")
+    units = ws.index(SUMMARY_KIND, "ns").all()
+    assert units
+    for u in units:
+        sid = u.metadata["session"]
+        assert u.id.startswith(sid + ".")
+        assert u.turn_ids and set(u.turn_ids) <= set(sessions[sid]["turn_ids"])
+        assert u.metadata["date"]
+    # Level-2 text: a date header then one `[id] speaker: text` line per turn.
+    conv = make_conversation(SESSIONS)
+    assert sessions["S1"]["text"] == session_text(conv.sessions[0])
+    assert sessions["S1"]["text"].splitlines()[1] == "[D1:1] Ann: I adopted a grey cat named Pixel"
+    # Corpus order: session order, then item order.
+    assert list(load_summaries(ws, "ns")) == [f"S{s}.{k}" for s, n in ((1, 3), (2, 2), (3, 2)) for k in range(n)]
+
+
+def test_invalid_turn_ids_are_replaced_by_the_two_nearest_turns(data_dir: str) -> None:
+    def reply(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if "[D1:1]" in messages[-1].content:
+            return {"items": [{"text": "Ann adopted a grey cat named Pixel, two years old", "turn_ids": ["D9:9", "x"]},
+                              {"text": "   ", "turn_ids": ["D1:1"]}]}
+        return per_turn_summaries(messages, kwargs)
+
+    _, reports = ingest(data_dir, ScriptedChatModel(default=reply))
+    s1 = [s for s in load_summaries(open_workspace(data_dir), "ns").values() if s["session"] == "S1"]
+    assert len(s1) == 1, "the empty-text item must be dropped"
+    assert len(s1[0]["turn_ids"]) == 2
+    assert set(s1[0]["turn_ids"]) <= {"D1:1", "D1:2", "D1:3"}
+    assert "D1:1" in s1[0]["turn_ids"]  # the turn the sentence paraphrases is among the nearest
+    assert any("nearest turns" in f for f in reports[-1].fallbacks)
+
+
+def test_malformed_reply_twice_falls_back_to_one_summary_per_turn(data_dir: str) -> None:
+    model = ScriptedChatModel(script=["not json at all", {"items": []}], default=per_turn_summaries)
+    _, reports = ingest(data_dir, model)
+    assert len(model.calls) == 4  # session 1: call + retry; sessions 2, 3: one call each
+    s1 = [s for s in load_summaries(open_workspace(data_dir), "ns").values() if s["session"] == "S1"]
+    assert [s["turn_ids"] for s in s1] == [["D1:1"], ["D1:2"], ["D1:3"]]
+    assert s1[0]["text"] == "[D1:1] Ann: I adopted a grey cat named Pixel"
+    assert any(f.startswith("S1: summary fallback") for f in reports[-1].fallbacks)
+    assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is True
+
+
+def test_plain_string_items_are_accepted_and_linked(data_dir: str) -> None:
+    model = ScriptedChatModel(default={"items": ["Someone talked about something"]})
+    ingest(data_dir, model)
+    for s in load_summaries(open_workspace(data_dir), "ns").values():
+        assert len(s["turn_ids"]) == 2
+
+
+def test_new_sessions_are_added_incrementally(data_dir: str) -> None:
+    model = ScriptedChatModel(default=per_turn_summaries)
+    ingest(data_dir, model, SESSIONS[:2])
+    assert len(model.calls) == 2
+    ingest(data_dir, model, SESSIONS)
+    assert len(model.calls) == 3  # only the new session
+    assert "S3" in load_sessions(open_workspace(data_dir), "ns")
+
+
+def test_cached_reply_is_reused_when_the_index_was_lost(data_dir: str) -> None:
+    model = ScriptedChatModel(default=per_turn_summaries)
+    ingest(data_dir, model)
+    ws = open_workspace(data_dir)
+    ws.index(SUMMARY_KIND, "ns").delete(["S2.0"])  # a crash between Chroma and the doc store
+    _, reports = ingest(data_dir, model)
+    assert len(model.calls) == 3 and reports[-1].cached_calls == 1
+    assert ws.index(SUMMARY_KIND, "ns").count() == 7
