@@ -27,6 +27,7 @@ from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
 from graphs.common import (
     NO_INFO,
+    TURN_ID,
     AnswerReply,
     bullets,
     cited_ids,
@@ -253,10 +254,12 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     reply = res.value
     text = (reply.answer.strip() if reply else "") or draft or (res.raw.strip() if not reply else "") or NO_INFO
 
-    masks = set(state.get("masks") or [])
-    evidence_ids = cited_ids(evidence)
+    masks = list(state.get("masks") or [])
+    joined = "\n".join(evidence)
+    # LoCoMo-style ids are found by pattern; ids of a foreign retriever are found by their brackets.
+    evidence_ids = cited_ids(evidence) + [m for m in masks if not TURN_ID.fullmatch(m) and f"[{m}]" in joined]
     chosen = [i for i in (reply.supports if reply else []) if i in evidence_ids] or evidence_ids
-    supports = [i for i in chosen if i in masks]
+    supports = [i for i in chosen if i in set(masks)]
     return {
         "answer": text,
         "supports": supports,

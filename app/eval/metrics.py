@@ -19,6 +19,8 @@ from nltk.stem import PorterStemmer
 from nltk.tokenize import word_tokenize
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
+from app.llm.usage import mg_token_estimate
+
 BLEU_TOKENIZER = "nltk-treebank-no-punkt"
 ADVERSARIAL_MARKERS = ("no information available", "not mentioned")
 
@@ -27,8 +29,6 @@ _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _MEM0_SPLIT = str.maketrans({c: " " for c in ".,!?"})
 _STEMMER = PorterStemmer()  # default NLTK_EXTENSIONS mode, as in the official scorer
 _SMOOTH = SmoothingFunction().method1
-_WORD = re.compile(r"\w+")
-_SYMBOL = re.compile(r"[^\w\s]")
 _SESSION_OF = re.compile(r"D(\d+):")
 
 
@@ -168,7 +168,7 @@ def session_recall(retrieved_ids: Iterable[str], gold_ids: Iterable[str]) -> flo
 
 def mg_tokens(text: str) -> float:
     """MGRetrieval's token estimate 1.1·w + 0.35·s (w = `\\w+` runs, s = non-word non-space chars)."""
-    return 1.1 * len(_WORD.findall(text)) + 0.35 * len(_SYMBOL.findall(text))
+    return mg_token_estimate(text)
 
 
 # --------------------------------------------------------------------------------------------- per question

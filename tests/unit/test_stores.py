@@ -91,4 +91,4 @@ def test_memr3_controls_any_langchain_retriever_with_stable_ids(data_dir: str) -
     ctx = Context(data_dir=data_dir, chat_model=model, retriever=ListRetriever(docs=docs), memr3_top_k=1)
     out, state = run_graph(graph, ctx, "ext", "Where does Zed live?")
     assert state["masks"] == ["T1", "T2"]
-    assert out["answer"] == "Oslo"
+    assert out["answer"] == "Oslo" and out["supports"] == ["T1"]
