@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     llm_max_retries: int = 2
     llm_structured_method: StructuredMethod = "auto"
     llm_max_prompt_tokens: int = 3000
+    # Default completion cap per call: a grammar-constrained JSON reply can otherwise run on
+    # (whitespace) until the context is full, which costs many minutes on the CPU model.
+    llm_max_tokens: int = 1024
     # Auxiliary endpoint (MGRetrieval's keyword model). Empty = the main endpoint.
     aux_llm_base_url: str = ""
     aux_llm_api_key: str = ""

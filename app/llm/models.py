@@ -18,17 +18,37 @@ _MODELS: dict[str, BaseChatModel] = {}
 _SERVER: Any = None
 
 
-def _openai(base_url: str, api_key: str, model: str) -> BaseChatModel:
+def _compat_class() -> type:
     from langchain_openai import ChatOpenAI
 
+    class CompatChatOpenAI(ChatOpenAI):
+        """ChatOpenAI that also sends the legacy `max_tokens` to servers other than OpenAI.
+
+        langchain-openai renames `max_tokens` to `max_completion_tokens`, which llama.cpp's server
+        (and some other OpenAI-compatible servers) silently ignore: a reply then runs on until the
+        context is full. OpenAI itself gets the payload unchanged.
+        """
+
+        def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+            base = str(self.openai_api_base or "")
+            if base and "api.openai.com" not in base and "max_completion_tokens" in payload:
+                payload["max_tokens"] = payload["max_completion_tokens"]
+            return payload
+
+    return CompatChatOpenAI
+
+
+def _openai(base_url: str, api_key: str, model: str) -> BaseChatModel:
     s = get_settings()
-    return ChatOpenAI(
+    return _compat_class()(
         base_url=base_url or None,
         api_key=api_key or "not-needed",
         model=model or "gpt-4o-mini",
         temperature=s.llm_temperature,
         timeout=s.llm_timeout_s,
         max_retries=s.llm_max_retries,  # the OpenAI client backs off exponentially on transient errors
+        max_tokens=s.llm_max_tokens,
         stream_usage=True,
     )
 

@@ -89,7 +89,7 @@ def resolve_method(model: BaseChatModel, method: str) -> str:
     if preferred:
         return str(preferred)
     base = str(getattr(model, "openai_api_base", None) or "")
-    if type(model).__name__ == "ChatOpenAI":
+    if type(model).__name__ in ("ChatOpenAI", "CompatChatOpenAI"):
         if not base or "api.openai.com" in base:
             return "json_schema"
         if "127.0.0.1" in base or "localhost" in base:

@@ -91,3 +91,16 @@ def test_unreachable_endpoint_raises_endpoint_error() -> None:
     dead = ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0, timeout=2)
     with pytest.raises(EndpointError, match="node 'n'"):
         call_structured(dead, MSGS, Pick, node="n")
+
+
+def test_local_servers_get_the_legacy_max_tokens_field() -> None:
+    from langchain_core.messages import HumanMessage as H
+
+    from app.llm.models import _openai
+
+    local = _openai("http://127.0.0.1:9/v1", "x", "m")
+    payload = local._get_request_payload([H(content="hi")], max_tokens=7)
+    assert payload["max_tokens"] == 7 and payload["max_completion_tokens"] == 7
+    assert resolve_method(local, "auto") == "json_object_schema"
+    remote = _openai("https://api.openai.com/v1", "x", "gpt-4o-mini")
+    assert "max_tokens" not in remote._get_request_payload([H(content="hi")], max_tokens=7)
