@@ -1,0 +1,710 @@
+"""MRAgent's Cue–Tag–Content graph: the builder (ingestion) and the read-side store `CueTagGraph`.
+
+Per session, in order, each *window* (the whole session when it fits `mra_ingest_window_tokens`)
+gets two LLM calls: call A rewrites the turns into sentences with a tag, topics, an absolute time
+and personal facts; call B copies cues verbatim out of each rewritten sentence. Both replies are
+validated against the window (invented ids are dropped and reported), every turn is guaranteed
+at least one event, and each call is cached by content hash, so a re-ingest makes no call.
+
+Persisted per namespace in `ws.docs` (kinds prefixed `mra_`), one transaction per session:
+events, cues (cue → tag → events), topics, persona facts, the timeline and a session stamp; plus the
+Chroma collections `mragent_events` (rewritten sentences) and `mragent_topics`. See
+specs/methods/mragent.md §2.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from app.config import Context
+from app.ingest.models import Conversation, Session, Turn
+from app.llm.cache import LLMCache, cache_key
+from app.llm.models import get_chat_model, model_name
+from app.llm.structured import call_structured
+from app.llm.usage import estimate_tokens
+from app.memory.vectors import Unit
+from app.memory.workspace import NamespaceError, Workspace
+from app.prompts import render_prompt
+
+METHOD = "mragent"
+EVENTS_KIND = "mragent_events"
+TOPICS_KIND = "mragent_topics"
+K_EVENT, K_CUE, K_TOPIC, K_PERSONA, K_SESSION, K_META = (
+    "mra_event", "mra_cue", "mra_topic", "mra_persona", "mra_session", "mra_meta",
+)
+OTHER_TAG = "Other"
+MAX_CUES = 30
+FALLBACK_CUES = 8
+EVENT_ID = re.compile(r"^(D\d+:\d+)-(\d+)$")
+TURN_ID = re.compile(r"^D(\d+):(\d+)$")
+TOPIC_ID = re.compile(r"^D\d+:t\d+$")
+_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+_STOPWORD_TEXT = """a an the and or but if then so of to in on at by for with from about as into over after before
+    is are was were be been being am do does did done have has had having i me my mine we us our you your
+    he him his she her hers it its they them their this that these those there here what which who whom
+    whose when where why how not no yes can could will would shall should may might must just also very
+    really too than some any all each every much many more most other such own same only s t don
+    oh hey hi hello yeah ok okay wow thanks thank so get got gonna like lot lots"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def cue_tokens(text: str) -> frozenset[str]:
+    """The normalised token set of a cue: lower case, alphanumeric tokens, stopwords dropped
+    (unless the cue is made only of stopwords, so it still has a form)."""
+    toks = _TOKEN.findall((text or "").lower())
+    content = [t for t in toks if t not in STOPWORDS]
+    return frozenset(content or toks)
+
+
+def cue_norm(text: str) -> str:
+    """The snake_case key of a cue's token set: the one normalisation used for cues and tags."""
+    return "_".join(sorted(cue_tokens(text)))
+
+
+def cue_relation(a: frozenset[str], b: frozenset[str], jaccard: float) -> str | None:
+    """How two cue token sets relate: `equal`, `contain`, `jaccard`, or None (no match)."""
+    if not a or not b:
+        return None
+    if a == b:
+        return "equal"
+    if a <= b or b <= a:
+        return "contain"
+    if len(a & b) / len(a | b) >= jaccard - 1e-9:
+        return "jaccard"
+    return None
+
+
+def fallback_cues(text: str, limit: int = FALLBACK_CUES) -> list[str]:
+    """Non-stopword tokens of at least 3 characters, in order, deduplicated."""
+    out: list[str] = []
+    for tok in re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", text or ""):
+        low = tok.lower().strip("'-")
+        if len(low) >= 3 and low not in STOPWORDS and low not in (o.lower() for o in out):
+            out.append(tok.strip("'-"))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def parse_iso(text: Any) -> date | None:
+    m = _ISO.search(str(text or ""))
+    if not m:
+        return None
+    try:
+        return date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        return None
+
+
+def normalise_time(text: Any, session_date: str) -> str:
+    """An absolute YYYY-MM-DD; a range of two dates becomes its midpoint; anything else the session date."""
+    found = []
+    for m in _ISO.finditer(str(text or "")):
+        try:
+            found.append(date(int(m[1]), int(m[2]), int(m[3])))
+        except ValueError:
+            continue
+    if not found:
+        return session_date
+    if len(found) >= 2:
+        a, b = sorted(found[:2])
+        return date.fromordinal((a.toordinal() + b.toordinal()) // 2).isoformat()
+    return found[0].isoformat()
+
+
+def session_date(session: Session) -> str:
+    """The session's day as YYYY-MM-DD ('' when the date-time cannot be parsed)."""
+    parsed: datetime | None = session.parsed
+    if parsed is None:
+        from app.ingest.loaders import parse_session_datetime
+
+        parsed = parse_session_datetime(session.date_time, allow_iso=True)
+    return parsed.date().isoformat() if parsed else ""
+
+
+def turn_of(event_or_turn: str) -> str | None:
+    """`D3:12-2` → `D3:12`; `D3:12` → `D3:12`; anything else → None."""
+    s = (event_or_turn or "").strip()
+    m = EVENT_ID.match(s)
+    if m:
+        return m[1]
+    return s if TURN_ID.match(s) else None
+
+
+def _as_text(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else str(v)
+
+
+# --------------------------------------------------------------------------------------------- schemas
+
+
+class RewriteSentence(BaseModel):
+    id: str = ""
+    origin: str = ""
+    text: str = ""
+    tag: str = ""
+    topics: list[str] = Field(default_factory=list)
+    time: str = ""
+
+    @field_validator("id", "origin", "text", "tag", "time", mode="before")
+    @classmethod
+    def _str(cls, v: Any) -> Any:
+        return _as_text(v).strip()
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topics(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        if isinstance(v, str):
+            return [x.strip() for x in re.split(r"[,\s]+", v) if x.strip()]
+        return [_as_text(x).strip() for x in v] if isinstance(v, list) else v
+
+
+class PersonalFact(BaseModel):
+    person: str = ""
+    aspect: str = ""
+    text: str = ""
+    origin: str = ""
+
+    @field_validator("person", "aspect", "text", "origin", mode="before")
+    @classmethod
+    def _str(cls, v: Any) -> Any:
+        return _as_text(v).strip()
+
+
+class RewriteReply(BaseModel):
+    """Call A: the window rewritten into sentences with tag, topics and time, plus personal facts."""
+
+    conversation_time: str = ""
+    sentences: list[RewriteSentence]
+    topics: dict[str, str] = Field(default_factory=dict)
+    personal_facts: list[PersonalFact] = Field(default_factory=list)
+
+    @field_validator("conversation_time", mode="before")
+    @classmethod
+    def _str(cls, v: Any) -> Any:
+        return _as_text(v)
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topic_map(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return {}
+        if isinstance(v, list):  # [{"id": "t1", "text": "..."}] or ["...", ...]
+            out: dict[str, str] = {}
+            for i, item in enumerate(v, start=1):
+                if isinstance(item, dict):
+                    key = _as_text(item.get("id") or f"t{i}")
+                    out[key] = _as_text(item.get("text") or item.get("description") or "")
+                else:
+                    out[f"t{i}"] = _as_text(item)
+            return out
+        if isinstance(v, dict):
+            return {_as_text(k): _as_text(x) for k, x in v.items()}
+        return v
+
+    @field_validator("personal_facts", mode="before")
+    @classmethod
+    def _facts(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else v
+
+
+class CueItem(BaseModel):
+    id: str
+    cues: list[str] = Field(default_factory=list)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, v: Any) -> Any:
+        return _as_text(v).strip()
+
+    @field_validator("cues", mode="before")
+    @classmethod
+    def _cues(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        if isinstance(v, str):
+            return [x.strip() for x in v.split(",") if x.strip()]
+        return [_as_text(x) for x in v] if isinstance(v, list) else v
+
+
+class CueReply(BaseModel):
+    """Call B: verbatim cues per rewritten sentence."""
+
+    sentences: list[CueItem]
+
+    @field_validator("sentences", mode="before")
+    @classmethod
+    def _items(cls, v: Any) -> Any:
+        if isinstance(v, dict):  # {"D1:1-1": ["a", "b"]}
+            return [{"id": k, "cues": x} for k, x in v.items()]
+        return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else v
+
+
+# --------------------------------------------------------------------------------------------- windows
+
+
+def render_turn_line(turn: Turn) -> str:
+    return f"{turn.id} | {turn.speaker}: {turn.full_text}"
+
+
+def windows(session: Session, max_tokens: int) -> list[list[Turn]]:
+    """Consecutive turn windows whose rendered text fits `max_tokens` (a long turn stands alone)."""
+    out: list[list[Turn]] = []
+    buf: list[Turn] = []
+    size = estimate_tokens(session.date_time)
+    base = size
+    for turn in session.turns:
+        cost = estimate_tokens(render_turn_line(turn))
+        if buf and size + cost > max_tokens:
+            out.append(buf)
+            buf, size = [], base
+        buf.append(turn)
+        size += cost
+    if buf:
+        out.append(buf)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+@dataclass
+class WindowResult:
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def validate_rewrite(
+    reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int
+) -> WindowResult:
+    """Apply call A's validation: origins in the window, ids renormalised, times, tags, topics,
+    and one fallback sentence for every turn the model left out."""
+    res = WindowResult()
+    by_id = {t.id: t for t in window}
+    topic_map: dict[str, str] = {}
+    if reply is not None:
+        for n, (tid, text) in enumerate(((k, v) for k, v in reply.topics.items() if v.strip()), start=topic_start):
+            if n - topic_start >= 10:  # at most 10 topics per window; a small model pads with filler
+                break
+            gid = f"D{session_index}:t{n}"
+            topic_map[tid.strip()] = gid
+            res.topics[gid] = {"text": text.strip(), "events": []}
+    counters: dict[str, int] = {}
+    produced: dict[str, list[dict[str, Any]]] = {t.id: [] for t in window}
+    if reply is not None:
+        invented = []
+        for s in reply.sentences:
+            origin = s.origin or (turn_of(s.id) or "")
+            if origin not in by_id:
+                invented.append(origin or s.id or "?")
+                continue
+            if not s.text:
+                continue
+            topics = [topic_map[t] for t in s.topics if t in topic_map]
+            produced[origin].append({"text": s.text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
+                                     "time": normalise_time(s.time, sdate), "topics": topics})
+        if invented:
+            res.notes.append(f"rewrite: dropped sentences with unknown origin {sorted(set(invented))}")
+    missing = [tid for tid, items in produced.items() if not items]
+    if reply is not None and missing:
+        res.notes.append(f"rewrite: {len(missing)} turn(s) without a sentence got a fallback: {missing}")
+    for turn in window:
+        items = produced[turn.id] or [{"text": turn.full_text, "tag": OTHER_TAG, "time": sdate, "topics": []}]
+        for item in items:
+            counters[turn.id] = counters.get(turn.id, 0) + 1
+            eid = f"{turn.id}-{counters[turn.id]}"
+            res.events[eid] = {
+                "origin": turn.id,
+                "speaker": turn.speaker,
+                "content": turn.full_text,  # raw turn text (with caption): what the agent is shown
+                "rewritten": item["text"],  # embedded and used for cue extraction only
+                "tag": item["tag"],
+                "time": item["time"],
+                "session_date": sdate,
+                "session": session_index,
+                "topics": item["topics"],
+                "cues": [],
+            }
+            for gid in item["topics"]:
+                res.topics[gid]["events"].append(eid)
+    if reply is not None:
+        for f in reply.personal_facts:
+            if f.origin in by_id and f.person and f.text:
+                res.facts.append({"person": f.person, "aspect": f.aspect or "general", "fact": f.text,
+                                  "origin": f.origin})
+            elif f.text:
+                res.notes.append(f"rewrite: dropped personal fact with unknown origin {f.origin!r}")
+    return res
+
+
+def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]]) -> list[str]:
+    """Call B's validation: unknown ids dropped, non-verbatim cues discarded, at most 30 kept,
+    fallback tokens for a sentence left without cues, and the speaker's name always added."""
+    notes: list[str] = []
+    got: dict[str, list[str]] = {}
+    if reply is not None:
+        unknown = [item.id for item in reply.sentences if item.id not in events]
+        if unknown:
+            notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
+        discarded = 0
+        for item in reply.sentences:
+            ev = events.get(item.id)
+            if ev is None:
+                continue
+            low = ev["rewritten"].lower()
+            keep: list[str] = []
+            for cue in item.cues:
+                c = " ".join(cue.split())
+                if not c or c.lower() not in low:
+                    discarded += 1
+                    continue
+                if c.lower() not in (k.lower() for k in keep):
+                    keep.append(c)
+            got.setdefault(item.id, []).extend(keep[: MAX_CUES - len(got.get(item.id, []))])
+        if discarded:
+            notes.append(f"keywords: discarded {discarded} cue(s) not found verbatim in their sentence")
+    fallback = []
+    for eid, ev in events.items():
+        cues = got.get(eid) or []
+        if not cues:
+            cues = fallback_cues(ev["rewritten"])
+            fallback.append(eid)
+        if ev["speaker"] and ev["speaker"].lower() not in (c.lower() for c in cues):
+            cues = [*cues, ev["speaker"]]
+        ev["cues"] = cues
+    if fallback and reply is not None:
+        notes.append(f"keywords: fallback tokens for {len(fallback)} sentence(s) without valid cues")
+    return notes
+
+
+# --------------------------------------------------------------------------------------------- builder
+
+
+def _temperature(model: Any) -> float:
+    t = getattr(model, "temperature", None)
+    return float(t) if isinstance(t, int | float) else 0.0
+
+
+def _cached_call(
+    cache: LLMCache, key: str, model: Any, msgs: list, schema: type[BaseModel], node: str, ctx: Context,
+    max_tokens: int, report: Any,
+) -> tuple[Any, str | None]:
+    """A cached structured call: returns (validated value or None, failure note)."""
+    hit = cache.get(key)
+    if hit is not None:
+        report.cached_calls += 1
+        if not hit.get("ok"):
+            return None, hit.get("error") or "cached failure"
+        return schema.model_validate(hit["value"]), None
+    res = call_structured(model, msgs, schema, node=node, method=ctx.structured_method, max_tokens=max_tokens)
+    report.add_usage(res.usage)
+    if res.ok:
+        cache.put(key, {"ok": True, "value": res.value.model_dump()})  # type: ignore[union-attr]
+        return res.value, None
+    # A failure is cached too, so a re-ingest stays free; an edited prompt changes the key and retries.
+    cache.put(key, {"ok": False, "error": res.error})
+    return None, res.error
+
+
+def _build_session(
+    ws: Workspace, namespace: str, session: Session, ctx: Context, cache: LLMCache, report: Any
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    from langchain_core.messages import HumanMessage
+
+    model = get_chat_model(ctx)
+    mname, temp = model_name(model), _temperature(model)
+    sdate = session_date(session)
+    events: dict[str, dict[str, Any]] = {}
+    topics: dict[str, dict[str, Any]] = {}
+    facts: list[dict[str, Any]] = []
+    topic_next = 1
+    for w_idx, window in enumerate(windows(session, ctx.mra_ingest_window_tokens), start=1):
+        where = f"session {session.index} window {w_idx}"
+        turns_text = "\n".join(render_turn_line(t) for t in window)
+        payload_a = {"date_time": session.date_time, "session_date": sdate, "turns": turns_text}
+        msgs_a = [HumanMessage(content=render_prompt(METHOD, "rewrite", date_time=session.date_time,
+                                                     session_date=sdate or "unknown", turns=turns_text))]
+        reply_a, err_a = _cached_call(
+            cache, cache_key(namespace, METHOD, "rewrite", mname, temp, payload_a), model, msgs_a, RewriteReply,
+            "mragent_rewrite", ctx, min(2400, 200 + 140 * len(window)), report,
+        )
+        if reply_a is None:
+            report.fallbacks.append(f"{where}: rewrite failed ({(err_a or '')[:120]}); one raw sentence per turn")
+        res = validate_rewrite(reply_a, window, sdate, topic_next, session.index)
+        report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
+        topic_next += len(res.topics)
+
+        sent_lines = "\n".join(f"{eid} | {ev['rewritten']}" for eid, ev in res.events.items())
+        msgs_b = [HumanMessage(content=render_prompt(METHOD, "keywords", sentences=sent_lines))]
+        payload_b = {"sentences": [[eid, ev["rewritten"]] for eid, ev in res.events.items()]}
+        reply_b, err_b = _cached_call(
+            cache, cache_key(namespace, METHOD, "keywords", mname, temp, payload_b), model, msgs_b, CueReply,
+            "mragent_keywords", ctx, min(2400, 120 + 70 * len(res.events)), report,
+        )
+        if reply_b is None:
+            report.fallbacks.append(f"{where}: cue extraction failed ({(err_b or '')[:120]}); token fallback")
+        report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events))
+        events.update(res.events)
+        topics.update(res.topics)
+        facts.extend(res.facts)
+    return events, topics, facts
+
+
+def _rebuild_indexes(ws: Workspace, namespace: str) -> None:
+    """Recompute the cue index, persona map and timeline from all events (cheap, always consistent)."""
+    events = ws.docs.items(namespace, K_EVENT)
+    cues: dict[str, dict[str, Any]] = {}
+    timeline: dict[str, list[str]] = {}
+    for eid, ev in events.items():
+        for cue in ev.get("cues") or []:
+            norm = cue_norm(cue)
+            if not norm:
+                continue
+            entry = cues.setdefault(norm, {"cue": cue, "tokens": sorted(cue_tokens(cue)), "tags": {}})
+            tag_key = ev.get("tag") or OTHER_TAG
+            bucket = entry["tags"].setdefault(tag_key, [])
+            if eid not in bucket:
+                bucket.append(eid)
+        timeline.setdefault(ev.get("time") or "", []).append(eid)
+    persona: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for raw in ws.docs.items(namespace, K_SESSION).values():
+        for f in raw.get("facts") or []:
+            person = persona.setdefault(f["person"], {})
+            person.setdefault(f["aspect"], []).append({"origin": f["origin"], "fact": f["fact"]})
+    with ws.docs.transaction():
+        ws.docs.delete_kind(namespace, K_CUE)
+        ws.docs.put_many(namespace, K_CUE, cues)
+        ws.docs.delete_kind(namespace, K_PERSONA)
+        ws.docs.put_many(namespace, K_PERSONA, persona)
+        ws.docs.put(namespace, K_META, "timeline", dict(sorted(timeline.items())))
+        ws.docs.put(namespace, K_META, "version", {"events": len(events), "stamp": _stamp(ws, namespace)})
+
+
+def _stamp(ws: Workspace, namespace: str) -> str:
+    import hashlib
+
+    hashes = [v.get("hash", "") for v in ws.docs.items(namespace, K_SESSION).values()]
+    return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()[:16]
+
+
+def _session_hash(session: Session, ctx: Context) -> str:
+    return f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
+
+
+def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
+    """Build or extend the namespace's Cue–Tag–Content graph (idempotent, incremental, crash-safe)."""
+    from app.ingest.pipeline import BuildReport
+
+    report = BuildReport(METHOD)
+    cache = LLMCache(ws.docs)
+    done = ws.docs.items(namespace, K_SESSION)
+    todo = [s for s in conversation.sessions if (done.get(str(s.index)) or {}).get("hash") != _session_hash(s, ctx)]
+    ev_index, tp_index = ws.index(EVENTS_KIND, namespace), ws.index(TOPICS_KIND, namespace)
+    changed = False
+    for session in progress(todo, "mragent"):
+        events, topics, facts = _build_session(ws, namespace, session, ctx, cache, report)
+        old = done.get(str(session.index)) or {}
+        stale_events = sorted(set(old.get("events") or []) - set(events))
+        stale_topics = sorted(set(old.get("topics") or []) - set(topics))
+        turns = {eid: ev["origin"] for eid, ev in events.items()}
+        event_units = [
+            Unit(id=eid, text=ev["rewritten"], turn_ids=[ev["origin"]],
+                 metadata={"origin": ev["origin"], "tag": ev["tag"], "time": ev["time"], "session": session.index})
+            for eid, ev in events.items()
+        ]
+        topic_units = [
+            Unit(id=gid, text=tp["text"], turn_ids=sorted({turns[e] for e in tp["events"]}),
+                 metadata={"session": session.index})
+            for gid, tp in topics.items()
+        ]
+        # Vectors first (idempotent upserts), then the docs in one transaction: a crash in between
+        # leaves the session unstamped, and the next run redoes it from the LLM cache.
+        ev_index.delete(stale_events)
+        tp_index.delete(stale_topics)
+        report.embedded += ev_index.upsert(event_units) + tp_index.upsert(topic_units)
+        with ws.docs.transaction() as conn:
+            for eid in stale_events:
+                conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_EVENT, eid))
+            for gid in stale_topics:
+                conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_TOPIC, gid))
+            ws.docs.put_many(namespace, K_EVENT, events)
+            ws.docs.put_many(namespace, K_TOPIC, topics)
+            ws.docs.put(namespace, K_SESSION, str(session.index), {
+                "hash": _session_hash(session, ctx), "date": session_date(session), "date_time": session.date_time,
+                "events": list(events), "topics": list(topics), "facts": facts,
+            })
+        report.sessions += 1
+        changed = True
+        _rebuild_indexes(ws, namespace)
+    if not changed and ws.docs.get(namespace, K_META, "version") is None and done:
+        _rebuild_indexes(ws, namespace)
+    return report
+
+
+# --------------------------------------------------------------------------------------------- the store
+
+
+class CueTagGraph:
+    """Read side of one namespace's Cue–Tag–Content graph (loaded from `ws.docs`, cached per build)."""
+
+    def __init__(self, ws: Workspace, namespace: str) -> None:
+        self.ws = ws
+        self.namespace = namespace
+        docs = ws.docs
+        self.events: dict[str, dict[str, Any]] = docs.items(namespace, K_EVENT)
+        self.cues: dict[str, dict[str, Any]] = docs.items(namespace, K_CUE)
+        self.topics: dict[str, dict[str, Any]] = docs.items(namespace, K_TOPIC)
+        self.persona: dict[str, dict[str, list[dict[str, str]]]] = docs.items(namespace, K_PERSONA)
+        self.timeline: dict[str, list[str]] = docs.get(namespace, K_META, "timeline") or {}
+        self.sessions: dict[str, dict[str, Any]] = docs.items(namespace, K_SESSION)
+        self.turns: dict[str, Turn] = ws.turns(namespace)
+        self.by_origin: dict[str, list[str]] = {}
+        for eid, ev in self.events.items():
+            self.by_origin.setdefault(ev["origin"], []).append(eid)
+        self.cue_sets = {norm: frozenset(entry.get("tokens") or norm.split("_")) for norm, entry in self.cues.items()}
+        self._tag_norms = {norm: {cue_norm(t): t for t in entry["tags"]} for norm, entry in self.cues.items()}
+        self._rank_cache: dict[tuple[str, str], dict[str, float]] = {}
+
+    # --- loading
+    @classmethod
+    def load(cls, ws: Workspace, namespace: str) -> CueTagGraph:
+        """The namespace's graph; a namespace never ingested for MRAgent raises `NamespaceError`."""
+        ws.require_namespace(namespace)
+        version = ws.docs.get(namespace, K_META, "version")
+        if not version or not version.get("events"):
+            raise NamespaceError(
+                f"namespace {namespace!r} has no MRAgent graph yet; "
+                f"run `recollect ingest FILE --namespace {namespace} --methods mragent` first"
+            )
+        key = (str(ws.data_dir), namespace)
+        with _LOCK:
+            cached = _GRAPHS.get(key)
+            if cached and cached[0] == version.get("stamp") and cached[1].ws is ws:
+                return cached[1]
+        graph = cls(ws, namespace)
+        with _LOCK:
+            _GRAPHS[key] = (version.get("stamp"), graph)
+        return graph
+
+    # --- ids
+    def origin_of(self, ident: str) -> str | None:
+        """Turn id for a turn or sentence id that exists in this namespace, else None."""
+        tid = turn_of(ident)
+        if tid is None or tid not in self.turns:
+            return None
+        m = EVENT_ID.match(ident.strip())
+        if m and ident.strip() not in self.events:
+            return None
+        return tid
+
+    def sentences_of(self, turn_id: str) -> list[str]:
+        return list(self.by_origin.get(turn_id, []))
+
+    def event_date(self, eid: str) -> str:
+        return (self.events.get(eid) or {}).get("time", "")
+
+    def turn_date(self, turn_id: str) -> str:
+        ids = self.by_origin.get(turn_id) or []
+        return self.events[ids[0]]["time"] if ids else ""
+
+    def raw_line(self, turn_id: str, with_date: bool = True) -> str:
+        """`D3:12: Speaker: raw text (YYYY-MM-DD)` — the raw turn as the agent sees it."""
+        turn = self.turns[turn_id]
+        dates = sorted({self.events[e]["time"] for e in self.by_origin.get(turn_id, []) if self.events[e]["time"]})
+        when = f" ({', '.join(dates)})" if with_date and dates else ""
+        return f"{turn_id}: {turn.speaker}: {turn.full_text}{when}"
+
+    def adjacent(self, turn_id: str, window: int) -> list[str]:
+        """Turns within `window` positions in the same session (dia_id numbering), excluding itself."""
+        m = TURN_ID.match(turn_id)
+        if not m:
+            return []
+        s, k = int(m[1]), int(m[2])
+        out = []
+        for j in range(k - window, k + window + 1):
+            tid = f"D{s}:{j}"
+            if j != k and tid in self.turns:
+                out.append(tid)
+        return out
+
+    # --- cues
+    def find_cues(self, text: str, jaccard: float, exact: bool = False) -> list[str]:
+        """Graph cue norms matching `text` (equality only when `exact`)."""
+        toks = cue_tokens(text)
+        if exact:
+            norm = "_".join(sorted(toks))
+            return [norm] if norm in self.cues else []
+        return [n for n, s in self.cue_sets.items() if cue_relation(toks, s, jaccard)]
+
+    def cue_events(self, norm: str) -> list[str]:
+        out: list[str] = []
+        for ids in self.cues[norm]["tags"].values():
+            out.extend(i for i in ids if i not in out)
+        return out
+
+    def tag_of(self, cue_norm_key: str, tag: str) -> str | None:
+        tags = self.cues.get(cue_norm_key, {}).get("tags", {})
+        if tag in tags:
+            return tag
+        return self._tag_norms.get(cue_norm_key, {}).get(cue_norm(tag))
+
+    def match_question(self, cues: list[dict[str, Any]], jaccard: float) -> tuple[list[str], dict[str, int]]:
+        """Relation matching (§3.3 seed 1): (full matches, partial matches with their cue counts)."""
+        hits: dict[str, int] = {}
+        n = 0
+        for qc in cues:
+            forms = [qc.get("cue") or "", *(qc.get("alternatives") or [])]
+            sets = [cue_tokens(f) for f in forms if cue_tokens(f)]
+            if not sets:
+                continue
+            n += 1
+            matched: set[str] = set()
+            for norm, gset in self.cue_sets.items():
+                if any(cue_relation(s, gset, jaccard) for s in sets):
+                    matched.update(self.cue_events(norm))
+            for eid in matched:
+                hits[eid] = hits.get(eid, 0) + 1
+        order = list(self.events)
+        full = [e for e in order if n and hits.get(e) == n]
+        partial = {e: hits[e] for e in order if e in hits and hits[e] < n}
+        return full, partial
+
+    # --- similarity
+    def ranking(self, kind: str, question: str) -> dict[str, float]:
+        """Cosine of every unit of `kind` (events or topics) to the question, cached per question."""
+        key = (kind, question)
+        if key not in self._rank_cache:
+            index = self.ws.index(kind, self.namespace)
+            units = index.query(question, index.count()) if question else []
+            self._rank_cache[key] = {u.id: u.score for u in units}
+        return self._rank_cache[key]
+
+    def rank_events(self, ids: Iterable[str], question: str) -> list[str]:
+        scores = self.ranking(EVENTS_KIND, question)
+        ids = list(dict.fromkeys(ids))
+        pos = {i: n for n, i in enumerate(ids)}
+        return sorted(ids, key=lambda i: (-scores.get(i, -1.0), pos[i]))
+
+
+_GRAPHS: dict[tuple[str, str], tuple[Any, CueTagGraph]] = {}
+_LOCK = threading.Lock()

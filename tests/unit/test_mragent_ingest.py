@@ -1,0 +1,175 @@
+"""MRAgent ingestion: acceptance behaviours 1–3 (specs/methods/mragent.md §7) with a scripted model."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.ingest.mragent import (
+    EVENTS_KIND,
+    K_EVENT,
+    TOPICS_KIND,
+    CueTagGraph,
+    cue_relation,
+    cue_tokens,
+    fallback_cues,
+    normalise_time,
+    windows,
+)
+from app.llm.scripted import ScriptedChatModel
+from app.memory.workspace import NamespaceError, open_workspace
+from tests.unit.helpers import make_conversation
+from tests.unit.mragent_fakes import SESSIONS, ingest, ingest_model
+
+EVENT_RE = re.compile(r"^D(\d+):(\d+)-(\d+)$")
+
+
+def test_two_calls_per_window_and_zero_on_reingest(data_dir: str) -> None:
+    model = ingest_model()
+    ctx, report = ingest(data_dir, model=model)
+    assert len(model.calls) == 2 * len(SESSIONS) == report.llm_calls
+    ws = open_workspace(data_dir)
+    n_events = ws.docs.count("ns", K_EVENT)
+    n_vec = ws.index(EVENTS_KIND, "ns").count()
+    _, again = ingest(data_dir, model=model)
+    assert len(model.calls) == 2 * len(SESSIONS)  # nothing new
+    assert again.llm_calls == 0 and again.sessions == 0
+    assert ws.docs.count("ns", K_EVENT) == n_events and ws.index(EVENTS_KIND, "ns").count() == n_vec
+
+
+def test_windows_split_a_long_session_and_each_window_costs_two_calls(data_dir: str) -> None:
+    conv = make_conversation(SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
+    wins = windows(conv.sessions[0], 40)
+    assert len(wins) > 1 and [t.id for w in wins for t in w] == [t.id for t in conv.sessions[0].turns]
+    model = ingest_model()
+    ingest(data_dir, model=model, mra_ingest_window_tokens=40)
+    n_windows = sum(len(windows(s, 40)) for s in conv.sessions)
+    assert len(model.calls) == 2 * n_windows
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    # topic numbering continues across the windows of a session
+    s1_topics = sorted(t for t in g.topics if t.startswith("D1:"))
+    assert len(s1_topics) == len(set(s1_topics)) == len(windows(conv.sessions[0], 40))
+
+
+def test_every_turn_has_an_event_and_ids_are_well_formed(data_dir: str) -> None:
+    # The model drops D1:3 and invents a turn D99:1: the first gets a fallback, the second is logged.
+    model = ingest_model(drop={"D1:3"}, invent=True)
+    _, report = ingest(data_dir, model=model)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    turns = g.turns
+    assert {ev["origin"] for ev in g.events.values()} == set(turns)
+    for eid, ev in g.events.items():
+        m = EVENT_RE.match(eid)
+        assert m, eid
+        assert ev["origin"] == eid.rsplit("-", 1)[0] and ev["origin"] in turns
+        assert ev["session"] == int(m[1])
+    fallback = g.events["D1:3-1"]
+    assert fallback["tag"] == "Other" and fallback["rewritten"] == turns["D1:3"].full_text
+    assert any("D99:1" in f for f in report.fallbacks)
+    assert any("D1:3" in f for f in report.fallbacks)
+    # content is the raw turn text with the caption; the rewrite is kept separately
+    assert g.events["D1:1-1"]["content"] == "I adopted a grey cat named Pixel yesterday. [shared image: a grey cat on a sofa]"
+    assert g.events["D1:1-1"]["rewritten"].startswith("Ann said:")
+
+
+def test_invented_cue_ids_are_dropped_and_logged(data_dir: str) -> None:
+    _, report = ingest(data_dir, model=ingest_model(invent_id=True))
+    assert any("D42:1-1" in f for f in report.fallbacks)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    assert "ghost" not in {c["cue"] for c in g.cues.values()}
+
+
+def test_cues_are_verbatim_and_speaker_is_always_a_cue(data_dir: str) -> None:
+    _, report = ingest(data_dir)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    for ev in g.events.values():
+        low = ev["rewritten"].lower()
+        assert ev["speaker"] in ev["cues"]
+        for cue in ev["cues"]:
+            assert cue == ev["speaker"] or cue.lower() in low
+        assert "unicorn" not in [c.lower() for c in ev["cues"]]
+        assert len(ev["cues"]) <= 31
+    assert any("not found verbatim" in f for f in report.fallbacks)
+    # cue index: cue -> tag -> events
+    pixel = g.cues["pixel"]
+    assert "D1:1-1" in [e for ids in pixel["tags"].values() for e in ids]
+
+
+def test_malformed_replies_fall_back(data_dir: str) -> None:
+    model = ScriptedChatModel(default="this is not json at all")
+    _, report = ingest(data_dir, model=model)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    assert len(g.events) == sum(len(s) for s in SESSIONS)  # one raw sentence per turn
+    assert all(ev["tag"] == "Other" and ev["topics"] == [] for ev in g.events.values())
+    assert g.persona == {}
+    ev = g.events["D1:4-1"]
+    assert ev["cues"][:-1] == fallback_cues(ev["rewritten"]) and ev["cues"][-1] == "Bob"
+    assert any("rewrite failed" in f for f in report.fallbacks)
+    assert any("cue extraction failed" in f for f in report.fallbacks)
+    # failures are cached too: a re-ingest makes no call
+    n = len(model.calls)
+    ingest(data_dir, model=model)
+    assert len(model.calls) == n
+
+
+def test_incremental_sessions_extend_the_graph(data_dir: str) -> None:
+    model = ingest_model()
+    ingest(data_dir, sessions=SESSIONS[:1], model=model)
+    assert len(model.calls) == 2
+    g1 = CueTagGraph.load(open_workspace(data_dir), "ns")
+    _, report = ingest(data_dir, sessions=SESSIONS, model=model)
+    assert len(model.calls) == 4 and report.sessions == 1
+    g2 = CueTagGraph.load(open_workspace(data_dir), "ns")
+    assert set(g1.events) < set(g2.events)
+    assert open_workspace(data_dir).index(TOPICS_KIND, "ns").count() == len(g2.topics)
+    assert "Ann" in g2.persona and "Bob" in g2.persona
+
+
+def test_times_tags_topics_and_timeline(data_dir: str) -> None:
+    model = ingest_model(time_for=lambda tid: "2023-05-10" if tid == "D1:1" else "not a date",
+                         tag_for=lambda tid, text: "")
+    ingest(data_dir, model=model)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    assert g.events["D1:1-1"]["time"] == "2023-05-10"
+    assert g.events["D1:2-1"]["time"] == "2023-05-01"  # unparsable time → the session date
+    assert g.events["D1:2-1"]["tag"] == "Other"
+    assert g.timeline["2023-05-10"] == ["D1:1-1"]
+    assert all(t in g.topics for ev in g.events.values() for t in ev["topics"])  # t9 (empty) dropped
+    assert normalise_time("2023-05-01 to 2023-05-05", "2023-01-01") == "2023-05-03"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("grey cat", "Grey Cat", "equal"),
+        ("cat", "grey cat", "contain"),
+        ("alpha beta gamma delta", "alpha beta gamma epsilon", "jaccard"),  # 3/5 = 0.6
+        ("alpha beta gamma", "alpha beta delta", None),  # 2/4 = 0.5
+    ],
+)
+def test_relation_matching_fixtures(a: str, b: str, expected: str | None) -> None:
+    assert cue_relation(cue_tokens(a), cue_tokens(b), 0.6) == expected
+
+
+def test_full_and_partial_matches_are_separated(data_dir: str) -> None:
+    ingest(data_dir)
+    g = CueTagGraph.load(open_workspace(data_dir), "ns")
+    full, partial = g.match_question(
+        [{"cue": "Pixel", "alternatives": []}, {"cue": "balcony", "alternatives": ["balconies"]}], 0.6
+    )
+    assert full == ["D2:4-1"]  # "Pixel sleeps on the balcony"
+    assert partial.get("D1:1-1") == 1 and partial.get("D2:2-1") == 1
+    assert "D2:4-1" not in partial
+
+
+def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
+    from app.config import Context
+    from app.ingest.pipeline import ingest_conversation
+
+    ctx = Context(data_dir=data_dir, chat_model=ingest_model())
+    ingest_conversation(make_conversation(SESSIONS), "other", ctx, methods=[])
+    with pytest.raises(NamespaceError, match="no MRAgent graph"):
+        CueTagGraph.load(open_workspace(data_dir), "other")
+    with pytest.raises(NamespaceError, match="never been ingested"):
+        CueTagGraph.load(open_workspace(data_dir), "missing")
