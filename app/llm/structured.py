@@ -157,12 +157,33 @@ def invoke_counted(
     try:
         msg = model.invoke(messages, **kwargs)
     except Exception as exc:  # the client already retried transient errors with backoff
+        truncated = _truncated_reply(exc)
+        if truncated is not None:
+            return truncated, measure_call(node, messages, truncated, time.monotonic() - start)
         if _is_endpoint_failure(exc):
             raise EndpointError(f"LLM endpoint failed in node '{node}': {type(exc).__name__}: {exc}") from exc
         raise
     if not isinstance(msg, AIMessage):
         msg = AIMessage(content=str(getattr(msg, "content", msg)))
     return msg, measure_call(node, messages, msg, time.monotonic() - start)
+
+
+def _truncated_reply(exc: Exception) -> AIMessage | None:
+    """A reply cut at the completion cap: the client raises, but its text is often salvageable
+    (json-repair closes the brackets), so it is returned as an ordinary, validated reply."""
+    if type(exc).__name__ != "LengthFinishReasonError":
+        return None
+    completion = getattr(exc, "completion", None)
+    try:
+        text = completion.choices[0].message.content or ""  # type: ignore[union-attr]
+        usage = completion.usage  # type: ignore[union-attr]
+    except (AttributeError, IndexError):
+        return AIMessage(content="")
+    msg = AIMessage(content=text, response_metadata={"finish_reason": "length"})
+    if usage is not None:
+        msg.usage_metadata = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+                              "total_tokens": usage.total_tokens}
+    return msg
 
 
 def _is_endpoint_failure(exc: Exception) -> bool:

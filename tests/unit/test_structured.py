@@ -104,3 +104,21 @@ def test_local_servers_get_the_legacy_max_tokens_field() -> None:
     assert resolve_method(local, "auto") == "json_object_schema"
     remote = _openai("https://api.openai.com/v1", "x", "gpt-4o-mini")
     assert "max_tokens" not in remote._get_request_payload([H(content="hi")], max_tokens=7)
+
+
+def test_a_reply_cut_at_the_length_limit_is_salvaged() -> None:
+    from openai import LengthFinishReasonError
+    from openai.types.chat import ChatCompletion
+
+    completion = ChatCompletion.model_validate({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "length",
+                     "message": {"role": "assistant", "content": '{"choice": 3, "note": "a long no'}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 400, "total_tokens": 410},
+    })
+
+    def cut(msgs, kw):  # noqa: ANN001, ANN202
+        raise LengthFinishReasonError(completion=completion)
+
+    res = call_structured(scripted([cut]), MSGS, Pick, node="n")
+    assert res.ok and res.value.choice == 3 and res.usage["completion_tokens"] == 400
