@@ -8,9 +8,9 @@ writer. Method-specific keys are optional and carry their method prefix.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 
 def union_ids(left: list[str] | None, right: list[str] | None) -> list[str]:
