@@ -102,6 +102,7 @@ class MemoryState(TypedDict):
     hymem_selected_ids: NotRequired[list[str]]
     hymem_sessions_shown: NotRequired[Annotated[list[str], union_ids]]
     hymem_route: NotRequired[str | None]
+    hymem_next: NotRequired[str | None]  # reflect's edge: "light" (another round) or "answer"
     hymem_reflections: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
 
     # --- MGRetrieval (specs/methods/mgretrieval.md §3.2)

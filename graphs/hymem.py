@@ -394,10 +394,10 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     query = state.get("query") or state["question"]
     draft = state.get("draft_answer") or ""
     if rnd + 1 >= ctx.hymem_max_rounds:
-        return {"trace": emit("reflect", round=rnd, next="answer", calls=0,
+        return {"hymem_next": "answer", "trace": emit("reflect", round=rnd, next="answer", calls=0,
                               why=f"no rounds left (max_rounds={ctx.hymem_max_rounds}); no reflect call")}
     if not draft:
-        return {"trace": emit("reflect", round=rnd, next="answer", calls=0,
+        return {"hymem_next": "answer", "trace": emit("reflect", round=rnd, next="answer", calls=0,
                               why="nothing to judge: no draft answer (empty memory); no reflect call")}
     res = _call(ctx, "reflect", ReflectReply, "reflect", question=state["question"], answer=draft)
     reply = res.value
@@ -416,6 +416,7 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
             go_on, why = True, "not satisfied: next round with the rewritten query"
     update: dict[str, Any] = {
         "usage": res.usage,
+        "hymem_next": "light" if go_on else "answer",
         "hymem_reflections": [{"round": rnd, "satisfied": satisfied, "new_question": new_q or None}],
         "trace": emit("reflect", round=rnd, satisfied=satisfied, new_question=new_q or None,
                       next="light" if go_on else "answer", why=why,
@@ -457,11 +458,7 @@ def route_after_light(state: MemoryState) -> Literal["deep", "reflect"]:
 
 
 def route_after_reflect(state: MemoryState) -> Literal["light", "answer"]:
-    # The reflect node's own record (the latest one) carries its decision.
-    for rec in reversed(state.get("trace") or []):
-        if rec.get("node") == "reflect":
-            return "light" if rec.get("next") == "light" else "answer"
-    return "answer"
+    return "light" if state.get("hymem_next") == "light" else "answer"
 
 
 builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)

@@ -291,7 +291,7 @@ def test_b9_reflect_rewrite_goes_back_to_light(ctx: Context) -> None:
     assert nodes(out["trace"]) == ["light", "reflect", "light", "reflect", "answer"]
     assert state["query"] == "Q2" and state["iteration"] == 1
     assert state["hymem_reflections"] == [{"round": 0, "satisfied": False, "new_question": "Q2"}]
-    assert route_after_reflect({"trace": [{"node": "reflect", "next": "light"}]}) == "light"  # type: ignore[typeddict-item]
+    assert route_after_reflect({"hymem_next": "light"}) == "light"  # type: ignore[typeddict-item]
 
 
 def test_b9_reflect_satisfied_goes_to_answer(ctx: Context) -> None:
