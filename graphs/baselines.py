@@ -19,7 +19,15 @@ from app.llm.usage import estimate_tokens
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, AnswerReply, critical_from_turns, messages, snippet_source, workspace
+from graphs.common import (
+    NO_INFO,
+    AnswerReply,
+    critical_from_turns,
+    grounded_supports,
+    messages,
+    snippet_source,
+    workspace,
+)
 
 
 def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:
@@ -30,12 +38,17 @@ def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list
     text = (reply.answer.strip() if reply else "") or (res.raw.strip() if not reply else "") or NO_INFO
     shown_set = set(shown)
     supports = [i for i in (reply.supports if reply else []) if i in shown_set]
+    grounded = not supports
+    if grounded:  # no usable citation: shown turns that contain the answer (see grounded_supports)
+        supports = grounded_supports(ctx, state["namespace"], text, shown)
     return {
         "answer": text,
         "supports": supports,
         "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
         "usage": res.usage,
-        "trace": emit(f"{node}_answer", answer=text, supports=supports, **(res.failure_note() if not reply else {})),
+        "trace": emit(f"{node}_answer", answer=text, supports=supports,
+                      supports_from="answer text found in shown turns" if grounded and supports else None,
+                      **(res.failure_note() if not reply else {})),
     }
 
 

@@ -59,6 +59,26 @@ def critical_from_turns(ctx: Context, namespace: str, ids: Iterable[str], fallba
     return out
 
 
+def grounded_supports(ctx: Context, namespace: str, answer: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
+    """Shown turns whose text contains the answer: the last resort when the model cited no ids.
+
+    Small models often answer correctly but forget the ids; a verbatim match in a turn that was
+    actually shown is evidence the answer rests on, and it never adds an unseen turn.
+    """
+    needle = " ".join((answer or "").lower().split()).strip(" .")
+    if len(needle) < 3 or needle == NO_INFO.lower() or ctx.retriever is not None:
+        return []
+    turns = workspace(ctx).turns(namespace)
+    out = []
+    for tid in candidates:
+        turn = turns.get(tid)
+        if turn is not None and needle in " ".join(turn.full_text.lower().split()):
+            out.append(tid)
+            if len(out) >= limit:
+                break
+    return out
+
+
 def messages(system: str | None, user: str) -> list:
     return ([SystemMessage(content=system)] if system else []) + [HumanMessage(content=user)]
 

@@ -32,6 +32,7 @@ from graphs.common import (
     bullets,
     cited_ids,
     critical_from_turns,
+    grounded_supports,
     messages,
     snippet_source,
 )
@@ -260,12 +261,17 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     evidence_ids = cited_ids(evidence) + [m for m in masks if not TURN_ID.fullmatch(m) and f"[{m}]" in joined]
     chosen = [i for i in (reply.supports if reply else []) if i in evidence_ids] or evidence_ids
     supports = [i for i in chosen if i in set(masks)]
+    grounded = not supports
+    if grounded:  # our addition: no usable citation, so fall back to shown turns containing the answer
+        supports = grounded_supports(ctx, state["namespace"], text, masks)
     return {
         "answer": text,
         "supports": supports,
         "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
         "usage": res.usage,
-        "trace": emit("answer", answer=text, supports=supports, **(res.failure_note() if not reply else {})),
+        "trace": emit("answer", answer=text, supports=supports,
+                      supports_from="answer text found in shown turns" if grounded and supports else None,
+                      **(res.failure_note() if not reply else {})),
     }
 
 

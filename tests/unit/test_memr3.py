@@ -253,3 +253,10 @@ def test_hybrid_lets_a_bm25_only_chunk_into_the_top_k(data_dir: str) -> None:
     hybrid = MaskedRetriever(index, candidate_k=3, rerank="hybrid").retrieve(query, [], 2)
     assert rare not in [u.id for u in dense]
     assert rare in [u.id for u in hybrid]
+
+
+def test_supports_fall_back_to_shown_turns_containing_the_answer(ctx: Context) -> None:
+    model = scripted([route("answer", evidence=["Ann adopted a cat"]), {"answer": "Pixel", "supports": []}])
+    out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
+    assert out["supports"] == ["D1:1"]
+    assert out["trace"][-1]["supports_from"] == "answer text found in shown turns"
