@@ -87,11 +87,11 @@ def full_context_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[s
         used += cost
     kept.reverse()
     shown = [t.id for t in kept]
+    context_record = emit("full_context", n_turns=len(turns), n_shown=len(kept),
+                          left_out=len(turns) - len(kept), prompt_tokens_est=used, shown_turn_ids=shown)
     update = _answer_from(state, ctx, [t.render() for t in kept], shown, "full_context")
     update["masks"] = shown
-    update["trace"] = emit("full_context", n_turns=len(turns), n_shown=len(kept),
-                           left_out=len(turns) - len(kept), prompt_tokens_est=used,
-                           shown_turn_ids=shown) + update["trace"]
+    update["trace"] = context_record + update["trace"]
     return update
 
 

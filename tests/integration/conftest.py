@@ -1,42 +1,13 @@
-"""Integration fixtures: the real embedded model and the real MiniLM embedder.
-
-The llama.cpp server is started once per test session and stopped at the end. When the runtime
-or the weights are not installed, every integration test skips with a one-line reason.
-"""
+"""Integration fixtures: a MiniLM workspace and a context on the real model (`chat_model`,
+defined in tests/conftest.py so the service tests share the same server)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.config import Context
-
-
-def _why_unavailable() -> str | None:
-    if os.environ.get("RECOLLECT_LLM_BASE_URL"):
-        return None
-    from app.llm.local_runtime import model_verified, runtime_installed
-
-    if not runtime_installed():
-        return "llama-cpp-python is not installed (run `make setup`)"
-    if not model_verified():
-        return "the local model file is missing or unverified (run `make setup`)"
-    return None
-
-
-@pytest.fixture(scope="session")
-def chat_model() -> Iterator[object]:
-    reason = _why_unavailable()
-    if reason:
-        pytest.skip(reason)
-    from app.llm.models import default_chat_model, stop_local_server
-
-    model = default_chat_model()
-    yield model
-    stop_local_server()
 
 
 @pytest.fixture(scope="session")
