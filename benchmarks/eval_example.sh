@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Example LoCoMo evaluation report: every registered method and both baselines on a tiny dev-split slice.
+#
+#   benchmarks/eval_example.sh [/path/to/locomo_dev.json]
+#
+# Slice: conv-30, its first 2 sessions only (namespace locomo-conv-30-s2), categories 1, 2 and 4, the first
+# 2 questions whose gold evidence lies in those sessions. Backbone and judge are the same local model, so
+# J is NOT comparable to the papers (they judge with gpt-4o-mini / gpt-4.1); the report says so.
+#
+# The LoCoMo file (CC BY-NC 4.0) is read at run time and never copied. The full run folder
+# (runs/eval_example, resumable: re-run this script after an interruption) holds per-question rows with
+# dataset text and stays uncommitted; only summary.md, summary.json and the plots are copied to
+# benchmarks/reports/eval_example/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
+export RECOLLECT_LLM_BASE_URL="${RECOLLECT_LLM_BASE_URL:-http://127.0.0.1:8765/v1}"
+export RECOLLECT_LLM_MODEL="${RECOLLECT_LLM_MODEL:-qwen2.5-coder-1.5b}"
+export RECOLLECT_LLM_API_KEY="${RECOLLECT_LLM_API_KEY:-local}"
+export RECOLLECT_LLM_STRUCTURED_METHOD="${RECOLLECT_LLM_STRUCTURED_METHOD:-json_object_schema}"
+METHODS="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
+
+.venv/bin/python -m app.cli --data-dir runs/eval_example/data eval --data "$DATA" \
+  --methods "$METHODS" --conversations conv-30 --max-sessions 2 --categories 1,2,4 --limit 2 \
+  --judge local --out runs/eval_example
+
+mkdir -p benchmarks/reports/eval_example
+cp runs/eval_example/summary.md runs/eval_example/summary.json \
+   runs/eval_example/accuracy_vs_tokens.png runs/eval_example/per_category.png benchmarks/reports/eval_example/
+echo "copied the report to benchmarks/reports/eval_example/"
