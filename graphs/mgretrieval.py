@@ -41,7 +41,7 @@ from app.memory.workspace import Workspace
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, TURN_ID, messages, workspace
+from graphs.common import NO_INFO, TURN_ID, grounded_supports, messages, workspace
 
 FALLBACK_SELECT = 2  # selection fallback without n-gram matches: the top-2 candidates by similarity
 
@@ -403,6 +403,13 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
             elif cid not in pool:
                 dropped.append(cid)  # never let the model invent or resurrect an id
         critical = [pool[i] for i in ids[:cap]]  # H(r) replaces H(r-1) (eq. 13)
+        if not critical and reply.answer.strip():
+            # Our addition: an answer that names no critical memory keeps the shown memories that
+            # contain it, so H (and therefore supports) is not silently empty.
+            grounded = grounded_supports(ctx, ns, reply.answer, list(pool), limit=cap)
+            critical = [pool[i] for i in grounded]
+            if critical:
+                note = {"critical_from": "memories containing the answer (the reply listed none)"}
     else:
         answer, sufficient = previous, False
         critical = _critical_fallback(ws, ns, question, [*held, *[m for m in new if m["id"] not in {h['id'] for h in held}]], cap)

@@ -346,3 +346,33 @@ def test_trace_is_readable_and_streamed(data: str) -> None:
     nodes = [c["trace"]["node"] for c in chunks]
     assert nodes == ["select_keywords", "build_pyramid", "retrieve_round", "assess", "rewrite"]
     assert all(format_step(c["trace"]).startswith("[") for c in chunks)
+
+
+def test_answer_without_critical_ids_keeps_the_memories_that_contain_it(data_dir: str) -> None:
+    """Our addition: an empty critical_ids list with an answer grounds H in the shown memories."""
+    from app.config import Context
+    from app.ingest.pipeline import ingest_conversation
+    from app.llm.scripted import scripted
+    from graphs.mgretrieval import graph
+    from tests.unit.helpers import make_conversation, run_graph
+
+    conv = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]])
+
+    def reply(msgs, kw):  # noqa: ANN001, ANN202
+        props = set(kw["response_format"]["schema"].get("properties", {}))
+        if "turns" in props:
+            return {"turns": [{"id": "D1:1", "keywords": ["cat"]}, {"id": "D1:2", "keywords": ["dog"]}]}
+        if "matches" in props:
+            return {"matches": []}
+        if "keywords" in props:
+            return {"keywords": ["cat"]}
+        if "sufficient" in props:
+            return {"answer": "Pixel", "sufficient": True, "critical_ids": []}
+        return {"answer": "Pixel"}
+
+    ctx = Context(data_dir=data_dir, chat_model=scripted(default=reply))
+    ingest_conversation(conv, "ns", ctx, methods=["mgretrieval"])
+    out, _ = run_graph(graph, ctx, "ns", "What is Ann's cat called?")
+    assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
+    assess = next(r for r in out["trace"] if r["node"] == "assess")
+    assert assess["critical_from"].startswith("memories containing the answer")
