@@ -121,7 +121,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--questions", type=int, default=4)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports"))
-    write(run(ap.parse_args()), Path(ap.parse_args().out))
+    args = ap.parse_args()
+    write(run(args), Path(args.out))
 
 
 if __name__ == "__main__":

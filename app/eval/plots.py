@@ -32,8 +32,7 @@ def accuracy_vs_tokens(plt: Any, path: Path, summary: dict[str, Any], judged: bo
             continue
         x = max(float(o["total_tokens"]), 1.0)  # log axis: a run with no LLM call still gets a point
         src = o.get("token_source")
-        ax.scatter([x], [100 * y], marker=MARKERS.get(src, "x"), s=60,
-                   label=f"tokens: {src or 'none'}" if src not in seen else None)
+        ax.scatter([x], [100 * y], marker=MARKERS.get(src, "x"), s=60)
         seen.add(src)
         ax.annotate(method, (x, 100 * y), textcoords="offset points", xytext=(5, 5), fontsize=9)
     ax.set_xscale("log")
@@ -41,8 +40,11 @@ def accuracy_vs_tokens(plt: Any, path: Path, summary: dict[str, Any], judged: bo
     ax.set_ylabel(label)
     ax.set_title("Accuracy vs. answering cost (categories 1-4)")
     ax.grid(True, which="both", alpha=0.3)
-    if seen:
-        ax.legend(fontsize=8)
+    ax.set_ylim(0, 100)
+    if seen:  # the legend explains the markers (token source), not the methods (they are labelled)
+        handles = [plt.Line2D([], [], marker=MARKERS.get(src, "x"), color="grey", linestyle="",
+                              label=f"tokens: {src or 'no LLM call'}") for src in seen]
+        ax.legend(handles=handles, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

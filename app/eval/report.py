@@ -181,7 +181,7 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
-_HEAD = ("n", "err", "J", "LoCoMo-F1", "set-F1", "BLEU-1", "ev. recall", "sess. recall", "|R| turns", "calls",
+_HEAD = ("n", "err", "J", "LoCoMo-F1", "set-F1", "BLEU-1", "ev. recall", "sess. recall", "retr. turns", "calls",
          "prompt tok", "compl. tok", "mg_tokens", "wall mean s", "wall median s", "wall p90 s")
 
 
@@ -200,7 +200,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _cross_method(summary: dict[str, Any], with_adv: bool) -> list[str]:
     head = ["method", "n", "err", "J", "J macro", "LoCoMo-F1", "F1 macro", "set-F1", "BLEU-1", "ev. recall",
-            "|R| turns", "calls", "tokens", "mg_tokens", "wall mean s", "token source"]
+            "retr. turns", "calls", "tokens", "mg_tokens", "wall mean s", "token source"]
     if with_adv:
         head.insert(7, "LoCoMo-F1 incl. cat 5")
     rows = []
