@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 COUNT_TTL_S = 2.0
+LOOKUP_BATCH = 5000
 
 
 @dataclass
@@ -82,8 +83,11 @@ class VectorIndex:
         """Insert or update units; returns how many were (re-)embedded."""
         if not units:
             return 0
-        existing = self.collection.get(ids=[u.id for u in units], include=["metadatas"])
-        known = {i: (m or {}).get("_text_hash") for i, m in zip(existing["ids"], existing["metadatas"], strict=False)}
+        known: dict[str, str | None] = {}
+        for start in range(0, len(units), LOOKUP_BATCH):  # SQLite caps the variables per statement
+            ids = [u.id for u in units[start : start + LOOKUP_BATCH]]
+            existing = self.collection.get(ids=ids, include=["metadatas"])
+            known.update({i: (m or {}).get("_text_hash") for i, m in zip(existing["ids"], existing["metadatas"], strict=False)})
         todo = [u for u in units if known.get(u.id) != _text_hash(u.text)]
         self._count = None
         for start in range(0, len(todo), batch):
