@@ -49,6 +49,7 @@ def scripted_model() -> Any:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
+    from app.eval.metrics import locomo_f1
     from app.eval.questions import build_question_set
     from app.ingest.loaders import load_conversation
     from app.ingest.pipeline import ingest_conversation
@@ -87,7 +88,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         trace = out.get("trace") or []
         shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
         rows.append({
-            "id": q.id, "category": q.category_label, "question": q.question, "gold": q.gold,
+            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
+            "id": q.id, "category": q.category_label, "locomo_f1": round(locomo_f1(out["answer"], q.gold, q.category), 3),
             "answer": out["answer"], "supports": out.get("supports") or [],
             "answered_by": next((r.get("answered_by") for r in trace if r["node"] == "answer"), None),
             "deep": any(r["node"] == "deep" for r in trace),
@@ -166,13 +168,13 @@ def markdown(rep: dict[str, Any]) -> str:
         f"Ingestion: {ing['llm_calls']} calls ({ing['cached_calls']} cached), {ing['summaries']} summaries, "
         f"{ing['seconds']} s; fallbacks: {len(ing['fallbacks'])}.",
         "",
-        "| question | category | answered by | calls | tokens | gold | answer |",
+        "| question | category | answered by | calls | tokens | LoCoMo F1 | answer |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rep["questions"]:
         ans = " ".join(str(r["answer"]).split())[:120].replace("|", "/")
-        lines.append(f"| {r['question']} | {r['category']} | {r['answered_by']} | {r['calls']} | {r['tokens']} "
-                     f"| {r['gold']} | {ans} |")
+        lines.append(f"| {r['id']} | {r['category']} | {r['answered_by']} | {r['calls']} | {r['tokens']} "
+                     f"| {r['locomo_f1']} | {ans} |")
     lines += [
         "",
         "Notes: three questions are far too few to estimate a deep share; the figure says which path these",
