@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.append({
             # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
             "id": q.id, "category": q.category_label, "locomo_f1": round(locomo_f1(out["answer"], q.gold, q.category), 3),
-            "answer": out["answer"], "supports": out.get("supports") or [],
+            "answer_words": len(str(out["answer"]).split()), "supports": out.get("supports") or [],
             "answered_by": next((r.get("answered_by") for r in trace if r["node"] == "answer"), None),
             "deep": any(r["node"] == "deep" for r in trace),
             "rounds": sum(r["node"] == "light" for r in trace),
@@ -168,13 +168,12 @@ def markdown(rep: dict[str, Any]) -> str:
         f"Ingestion: {ing['llm_calls']} calls ({ing['cached_calls']} cached), {ing['summaries']} summaries, "
         f"{ing['seconds']} s; fallbacks: {len(ing['fallbacks'])}.",
         "",
-        "| question | category | answered by | calls | tokens | LoCoMo F1 | answer |",
+        "| question | category | answered by | calls | tokens | LoCoMo F1 | answer length (words) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rep["questions"]:
-        ans = " ".join(str(r["answer"]).split())[:120].replace("|", "/")
         lines.append(f"| {r['id']} | {r['category']} | {r['answered_by']} | {r['calls']} | {r['tokens']} "
-                     f"| {r['locomo_f1']} | {ans} |")
+                     f"| {r['locomo_f1']} | {r['answer_words']} |")
     lines += [
         "",
         "Notes: three questions are far too few to estimate a deep share; the figure says which path these",
