@@ -70,6 +70,7 @@ def _tokens(u: dict[str, Any]) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
+    from app.eval.metrics import locomo_f1
     from app.eval.questions import build_question_set
     from app.ingest.loaders import load_conversation
     from app.ingest.mgretrieval import KeywordVocabulary, session_records
@@ -132,8 +133,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assess_u, rewrite_u = by_node.get("assess", {}), by_node.get("rewrite", {})
         sel = next((r for r in trace if r["node"] == "select_keywords"), {})
         rows.append({
-            "id": q.id, "category": q.category_label, "question": q.question, "gold": q.gold,
-            "answer": out["answer"], "supports": out.get("supports") or [],
+            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
+            "id": q.id, "category": q.category_label,
+            "locomo_f1": round(locomo_f1(out["answer"], q.gold, q.category), 3),
+            "answer_words": len(str(out["answer"]).split()), "supports": out.get("supports") or [],
             "keywords": sel.get("keywords", []),
             "pyramid": next((r.get("pyramid") for r in trace if r["node"] == "build_pyramid"), []),
             "rounds": sum(r["node"] == "assess" for r in trace),
@@ -234,13 +237,12 @@ def markdown(rep: dict[str, Any]) -> str:
         f"| share judged sufficient | {pq['sufficient_share']:.0%} | 78% within 4 rounds (Table 5) |",
         f"| evidence recall (shown turns) | {pq['evidence_recall']:.0%} | – |",
         "",
-        "| question | category | keywords | rounds | aux calls | main calls | main tokens | gold | answer |",
+        "| question | category | keywords | rounds | aux calls | main calls | main tokens | LoCoMo F1 | answer length (words) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rep["questions"]:
-        ans = " ".join(str(r["answer"]).split())[:100].replace("|", "/")
-        lines.append(f"| {r['question']} | {r['category']} | {', '.join(r['keywords'])} | {r['rounds']} | {r['aux_calls']} "
-                     f"| {r['main_calls']} | {r['main_tokens']} | {r['gold']} | {ans} |")
+        lines.append(f"| {r['id']} | {r['category']} | {len(r['keywords'])} | {r['rounds']} | {r['aux_calls']} "
+                     f"| {r['main_calls']} | {r['main_tokens']} | {r['locomo_f1']} | {r['answer_words']} |")
     lines += [
         "",
         "Notes: the paper's column counts one memory per turn, as the spec's §8 does; the paper's memory is a (user,",
