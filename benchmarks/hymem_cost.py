@@ -18,14 +18,25 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    SCRIPTED_BANNER,
+    add_run_args,
+    add_slice_args,
+    command_line,
+    evidence_recall,
+    load_slice,
+    make_workspace,
+    model_label,
+    question_fields,
+    write_report,
+)
 
 PAPER = {"tokens_per_question": 1540, "deep_share": 0.22, "model": "gpt-4.1-mini", "k": 10}
 SPEC_ESTIMATE = {"tokens_per_question_light_path": 1000, "tokens_per_question_deep_path": 5000,
@@ -49,29 +60,12 @@ def scripted_model() -> Any:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
-    from app.eval.metrics import locomo_f1
-    from app.eval.questions import build_question_set
-    from app.ingest.loaders import load_conversation
     from app.ingest.pipeline import ingest_conversation
-    from app.llm.models import get_chat_model, model_name
-    from app.memory.workspace import Workspace, register_workspace
     from app.runner import ask
 
-    conv = load_conversation(args.data, args.conv)
-    conv = replace(conv, sessions=conv.sessions[: args.sessions])
-    in_slice = {t.id for t in conv.turns}
-    qset = build_question_set(args.data, conversations=[args.conv])
-    questions = [q for q in qset if q.evidence_ids and set(q.evidence_ids) <= in_slice][: args.questions]
-
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="hymem-cost-")
-    if args.scripted:
-        ws = register_workspace(Workspace(data_dir))  # the hashing embedder from the environment
-        ctx = Context(data_dir=data_dir, chat_model=scripted_model())
-    else:
-        from app.memory.embeddings import MiniLMEmbeddings
-
-        ws = register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings()))
-        ctx = Context(data_dir=data_dir)
+    conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
+    ws, data_dir = make_workspace(args.data_dir, "hymem-cost-", args.scripted)
+    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
     ctx = ctx.with_overrides(structured_method=args.structured_method) if args.structured_method else ctx
 
     t0 = time.monotonic()
@@ -89,8 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
         rows.append({
             # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
-            "id": q.id, "category": q.category_label, "locomo_f1": round(locomo_f1(out["answer"], q.gold, q.category), 3),
-            "answer_words": len(str(out["answer"]).split()), "supports": out.get("supports") or [],
+            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
             "answered_by": next((r.get("answered_by") for r in trace if r["node"] == "answer"), None),
             "deep": any(r["node"] == "deep" for r in trace),
             "rounds": sum(r["node"] == "light" for r in trace),
@@ -100,14 +93,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "estimated_calls": usage.get("estimated_calls", 0),
             "by_node": {k: {"calls": v["calls"], "tokens": v["prompt_tokens"] + v["completion_tokens"]}
                         for k, v in (usage.get("by_node") or {}).items()},
-            "evidence_recall": len(set(q.evidence_ids) & shown) / len(q.evidence_ids),
+            "evidence_recall": evidence_recall(q, shown),
             "seconds": round(time.monotonic() - start, 1),
         })
 
     n = max(1, len(rows))
     return {
-        "command": " ".join(["python", "benchmarks/hymem_cost.py", *sys.argv[1:]]),
-        "model": "scripted (NOT a measurement)" if args.scripted else model_name(get_chat_model(ctx)),
+        "command": command_line("hymem_cost.py"),
+        "model": model_label(ctx, args.scripted),
         "embedder": type(ws.embeddings).__name__,
         "slice": {"conversation": args.conv, "sessions": n_sessions, "turns": len(conv.turns),
                   "questions": [q.id for q in questions]},
@@ -146,8 +139,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
         f"Command: `{rep['command']}`",
         "",
-        *(["**Scripted run: these figures check the plumbing and measure nothing. Re-run without "
-           "`--scripted` against the real model for the report.**", ""] if rep["model"].startswith("scripted") else []),
+        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
         f"Model: {rep['model']}; embedder: {rep['embedder']}; slice: {rep['slice']['conversation']}, "
         f"first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
         f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
@@ -185,23 +177,11 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="path to a LoCoMo JSON file (e.g. locomo_dev.json)")
-    p.add_argument("--conv", default="conv-26")
-    p.add_argument("--sessions", type=int, default=3)
-    p.add_argument("--questions", type=int, default=3)
-    p.add_argument("--namespace", default="hymem-cost")
-    p.add_argument("--data-dir", default=None, help="workspace directory (default: a fresh temporary one)")
-    p.add_argument("--structured-method", default=None)
-    p.add_argument("--scripted", action="store_true", help="fake model: checks the plumbing, measures nothing")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "hymem_cost"),
-                   help="output path without extension (.json and .md are written)")
+    add_slice_args(p)
+    add_run_args(p, namespace="hymem-cost", report="hymem_cost")
     args = p.parse_args()
     rep = run(args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rep, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(rep), encoding="utf-8")
-    print(markdown(rep))
+    write_report(args.out, rep, markdown(rep))
 
 
 if __name__ == "__main__":

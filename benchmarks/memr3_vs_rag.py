@@ -14,14 +14,23 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    REPORTS,
+    add_slice_args,
+    command_line,
+    evidence_recall,
+    load_slice,
+    make_workspace,
+    model_label,
+    write_report,
+)
 
 METHODS = ("rag", "memr3")
 
@@ -29,26 +38,15 @@ METHODS = ("rag", "memr3")
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
     from app.eval.metrics import locomo_f1
-    from app.eval.questions import build_question_set
-    from app.ingest.loaders import load_conversation
     from app.ingest.pipeline import ingest_conversation
-    from app.llm.models import get_chat_model, model_name
-    from app.memory.embeddings import MiniLMEmbeddings
-    from app.memory.workspace import Workspace, register_workspace
     from app.runner import ask
     from app.trace import shown_turn_ids
 
-    conv = load_conversation(args.data, args.conv)
-    conv = replace(conv, sessions=conv.sessions[: args.sessions])
-    in_slice = {t.id for t in conv.turns}
-    qset = build_question_set(args.data, categories=(1, 2, 4), conversations=[args.conv])
-    questions = [q for q in qset.questions if q.evidence_ids and set(q.evidence_ids) <= in_slice][: args.questions]
-
-    data_dir = tempfile.mkdtemp(prefix="memr3-vs-rag-")
-    register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings()))
+    conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions, categories=(1, 2, 4))
+    _, data_dir = make_workspace(None, "memr3-vs-rag-")  # MiniLM
     ctx = Context(data_dir=data_dir)
     ingest_conversation(conv, "bench", ctx, methods=["memr3"])
-    llm = model_name(get_chat_model(ctx))
+    llm = model_label(ctx, scripted=False)
 
     rows = []
     for q in questions:
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "wall_s": round(time.monotonic() - t0, 1),
                 "iterations": out.get("iteration"),
                 "locomo_f1": round(locomo_f1(out.get("answer", ""), q.gold, q.category), 3),
-                "evidence_recall": round(len(shown & set(q.evidence_ids)) / len(q.evidence_ids), 3),
+                "evidence_recall": round(evidence_recall(q, shown), 3),
             })
             print(json.dumps(rows[-1]), flush=True)
 
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                            ("calls", "prompt_tokens", "completion_tokens", "llm_latency_s", "wall_s", "locomo_f1",
                             "evidence_recall")}
     return {
-        "command": "python benchmarks/memr3_vs_rag.py " + " ".join(sys.argv[1:]),
+        "command": command_line("memr3_vs_rag.py"),
         "model": llm, "slice": {"conversation": args.conv, "sessions": len(conv.sessions), "turns": len(conv.turns),
                                 "questions": [q.id for q in questions]},
         "settings": {"memr3_max_iterations": ctx.memr3_max_iterations, "memr3_top_k": ctx.memr3_top_k,
@@ -86,9 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def write(report: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "memr3_vs_rag.json").write_text(json.dumps(report, indent=2))
+def markdown(report: dict[str, Any]) -> str:
     s = report["summary"]
     lines = [
         "# MemR3 vs RAG: cost per question with the local model", "",
@@ -110,19 +106,16 @@ def write(report: dict[str, Any], out: Path) -> None:
     for r in report["rows"]:
         lines.append(f"| {r['question_id']} | {r['category']} | {r['method']} | {r['calls']} | {r['prompt_tokens']} | "
                      f"{r['completion_tokens']} | {r['wall_s']} | {r['locomo_f1']} | {r['evidence_recall']} |")
-    (out / "memr3_vs_rag.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--conv", default="conv-26")
-    ap.add_argument("--sessions", type=int, default=4)
-    ap.add_argument("--questions", type=int, default=4)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_slice_args(ap, sessions=4, questions=4)
+    ap.add_argument("--out", default=str(REPORTS), help="output directory (memr3_vs_rag.json and .md are written)")
     args = ap.parse_args()
-    write(run(args), Path(args.out))
+    report = run(args)
+    write_report(Path(args.out) / "memr3_vs_rag", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -18,14 +18,25 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    SCRIPTED_BANNER,
+    add_run_args,
+    add_slice_args,
+    command_line,
+    evidence_recall,
+    load_slice,
+    make_workspace,
+    model_label,
+    question_fields,
+    write_report,
+)
 
 # Table 3 and §4.2 of the paper (main LLM Qwen2.5-14B; auxiliary GPT-4o-mini).
 PAPER = {
@@ -70,30 +81,13 @@ def _tokens(u: dict[str, Any]) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
-    from app.eval.metrics import locomo_f1
-    from app.eval.questions import build_question_set
-    from app.ingest.loaders import load_conversation
     from app.ingest.mgretrieval import KeywordVocabulary, session_records
     from app.ingest.pipeline import ingest_conversation
-    from app.llm.models import get_chat_model, model_name
-    from app.memory.workspace import Workspace, register_workspace
     from app.runner import ask
 
-    conv = load_conversation(args.data, args.conv)
-    conv = replace(conv, sessions=conv.sessions[: args.sessions])
-    in_slice = {t.id for t in conv.turns}
-    qset = build_question_set(args.data, conversations=[args.conv])
-    questions = [q for q in qset if q.evidence_ids and set(q.evidence_ids) <= in_slice][: args.questions]
-
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="mg-cost-")
-    if args.scripted:
-        ws = register_workspace(Workspace(data_dir))  # the hashing embedder from the environment
-        ctx = Context(data_dir=data_dir, chat_model=scripted_model())
-    else:
-        from app.memory.embeddings import MiniLMEmbeddings
-
-        ws = register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings()))
-        ctx = Context(data_dir=data_dir)
+    conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
+    ws, data_dir = make_workspace(args.data_dir, "mg-cost-", args.scripted)
+    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
     ctx = ctx.with_overrides(structured_method=args.structured_method) if args.structured_method else ctx
 
     t0 = time.monotonic()
@@ -134,9 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sel = next((r for r in trace if r["node"] == "select_keywords"), {})
         rows.append({
             # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
-            "id": q.id, "category": q.category_label,
-            "locomo_f1": round(locomo_f1(out["answer"], q.gold, q.category), 3),
-            "answer_words": len(str(out["answer"]).split()), "supports": out.get("supports") or [],
+            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
             "keywords": sel.get("keywords", []),
             "pyramid": next((r.get("pyramid") for r in trace if r["node"] == "build_pyramid"), []),
             "rounds": sum(r["node"] == "assess" for r in trace),
@@ -147,7 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "main_tokens": _tokens(assess_u) + _tokens(rewrite_u),
             "assess_tokens": _tokens(assess_u),
             "estimated_calls": usage.get("estimated_calls", 0),
-            "evidence_recall": len(set(q.evidence_ids) & shown) / len(q.evidence_ids),
+            "evidence_recall": evidence_recall(q, shown),
             "seconds": round(time.monotonic() - start, 1),
         })
 
@@ -158,9 +150,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return round(sum(r[key] for r in rows) / n, digits)
 
     return {
-        "command": " ".join(["python", "benchmarks/mgretrieval_cost.py", *sys.argv[1:]]),
-        "model": "scripted (NOT a measurement)" if args.scripted else model_name(get_chat_model(ctx)),
-        "aux_model": "scripted" if args.scripted else model_name(get_chat_model(ctx, role="aux")),
+        "command": command_line("mgretrieval_cost.py"),
+        "model": model_label(ctx, args.scripted),
+        "aux_model": model_label(ctx, args.scripted, role="aux"),
         "embedder": type(ws.embeddings).__name__,
         "slice": {"conversation": args.conv, "sessions": len(conv.sessions), "turns": len(conv.turns),
                   "questions": [q.id for q in questions]},
@@ -200,9 +192,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
         f"Command: `{rep['command']}`",
         "",
-        *(["**Plumbing check with a scripted model: none of these numbers is a measurement. Re-run the command",
-           "without `--scripted` against the real model to produce the report.**", ""]
-          if rep["model"].startswith("scripted") else []),
+        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
         f"Main model: {rep['model']}; aux model: {rep['aux_model']}; embedder: {rep['embedder']}; slice: "
         f"{rep['slice']['conversation']}, first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
         f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
@@ -256,23 +246,11 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="path to a LoCoMo JSON file (e.g. locomo_dev.json)")
-    p.add_argument("--conv", default="conv-26")
-    p.add_argument("--sessions", type=int, default=3)
-    p.add_argument("--questions", type=int, default=3)
-    p.add_argument("--namespace", default="mg-cost")
-    p.add_argument("--data-dir", default=None, help="workspace directory (default: a fresh temporary one)")
-    p.add_argument("--structured-method", default=None)
-    p.add_argument("--scripted", action="store_true", help="fake model: checks the plumbing, measures nothing")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "mgretrieval_cost"),
-                   help="output path without extension (.json and .md are written)")
+    add_slice_args(p)
+    add_run_args(p, namespace="mg-cost", report="mgretrieval_cost")
     args = p.parse_args()
     rep = run(args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rep, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(rep), encoding="utf-8")
-    print(markdown(rep))
+    write_report(args.out, rep, markdown(rep))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,25 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    SCRIPTED_BANNER,
+    add_run_args,
+    add_slice_args,
+    command_line,
+    evidence_recall,
+    load_slice,
+    make_workspace,
+    model_label,
+    question_fields,
+    write_report,
+)
 
 PAPER = {"tokens_per_sample_longmemeval_s": 118_000, "seconds_per_sample_longmemeval_s": 586,
          "history_tokens_longmemeval_s": 115_000, "model": "Gemini-2.5-Flash",
@@ -67,28 +78,12 @@ def scripted_model() -> Any:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Context
-    from app.eval.questions import build_question_set
-    from app.ingest.loaders import load_conversation
     from app.ingest.pipeline import ingest_conversation
-    from app.llm.models import get_chat_model, model_name
-    from app.memory.workspace import Workspace, register_workspace
     from graphs.mragent import graph, recursion_limit
 
-    conv = load_conversation(args.data, args.conv)
-    conv = replace(conv, sessions=conv.sessions[: args.sessions])
-    in_slice = {t.id for t in conv.turns}
-    qset = build_question_set(args.data, conversations=[args.conv])
-    questions = [q for q in qset if q.evidence_ids and set(q.evidence_ids) <= in_slice][: args.questions]
-
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="mragent-cost-")
-    if args.scripted:
-        ws = register_workspace(Workspace(data_dir))  # the hashing embedder from the environment
-        ctx = Context(data_dir=data_dir, chat_model=scripted_model())
-    else:
-        from app.memory.embeddings import MiniLMEmbeddings
-
-        ws = register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings()))
-        ctx = Context(data_dir=data_dir)
+    conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
+    ws, data_dir = make_workspace(args.data_dir, "mragent-cost-", args.scripted)
+    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
     if args.structured_method:
         ctx = ctx.with_overrides(structured_method=args.structured_method)
     if args.max_rounds:
@@ -112,8 +107,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
         tool_calls = sum(r.get("executed", 0) for r in trace if r["node"] == "tools")
         rows.append({
-            "id": q.id, "category": q.category_label, "question": q.question, "gold": q.gold,
-            "answer": out["answer"], "supports": out.get("supports") or [],
+            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
+            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
             "rounds": sum(r["node"] == "navigate" for r in trace),
             "forced_final": any(r["node"] == "answer" and r.get("forced") for r in trace),
             "tool_calls": tool_calls,
@@ -123,15 +118,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "estimated_calls": usage.get("estimated_calls", 0),
             "by_node": {k: {"calls": v["calls"], "tokens": v["prompt_tokens"] + v["completion_tokens"]}
                         for k, v in (usage.get("by_node") or {}).items()},
-            "evidence_recall": len(set(q.evidence_ids) & shown) / len(q.evidence_ids),
+            "evidence_recall": evidence_recall(q, shown),
             "seconds": round(time.monotonic() - start, 1),
         })
 
     n = max(1, len(rows))
     tokens = build.prompt_tokens + build.completion_tokens
     return {
-        "command": " ".join(["python", "benchmarks/mragent_cost.py", *sys.argv[1:]]),
-        "model": "scripted (NOT a measurement)" if args.scripted else model_name(get_chat_model(ctx)),
+        "command": command_line("mragent_cost.py"),
+        "model": model_label(ctx, args.scripted),
         "embedder": type(ws.embeddings).__name__,
         "slice": {"conversation": args.conv, "sessions": n_sessions, "turns": len(conv.turns),
                   "questions": [q.id for q in questions]},
@@ -174,6 +169,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
         f"Command: `{rep['command']}`",
         "",
+        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
         f"Model: {rep['model']}; embedder: {rep['embedder']}; slice: {rep['slice']['conversation']}, "
         f"first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
         f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
@@ -198,13 +194,12 @@ def markdown(rep: dict[str, Any]) -> str:
         f"Ingestion: {ing['llm_calls']} calls ({ing['cached_calls']} cached), {ing['events']} events, "
         f"{ing['topics']} topics, {ing['seconds']} s; fallbacks: {len(ing['fallbacks'])}.",
         "",
-        "| question | category | rounds | tool calls | LLM calls | tokens | gold | answer |",
+        "| question | category | rounds | tool calls | LLM calls | tokens | LoCoMo F1 | answer length (words) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rep["questions"]:
-        ans = " ".join(str(r["answer"]).split())[:120].replace("|", "/")
-        lines.append(f"| {r['question']} | {r['category']} | {r['rounds']} | {r['tool_calls']} | {r['calls']} "
-                     f"| {r['tokens']} | {r['gold']} | {ans} |")
+        lines.append(f"| {r['id']} | {r['category']} | {r['rounds']} | {r['tool_calls']} | {r['calls']} "
+                     f"| {r['tokens']} | {r['locomo_f1']} | {r['answer_words']} |")
     lines += [
         "",
         "Notes: the paper reports only a per-sample LongMemEval-S figure (118k tokens, 586 s, construction",
@@ -217,24 +212,12 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="path to a LoCoMo JSON file (e.g. locomo_dev.json)")
-    p.add_argument("--conv", default="conv-26")
-    p.add_argument("--sessions", type=int, default=3)
-    p.add_argument("--questions", type=int, default=3)
-    p.add_argument("--namespace", default="mragent-cost")
-    p.add_argument("--data-dir", default=None, help="workspace directory (default: a fresh temporary one)")
-    p.add_argument("--structured-method", default=None)
+    add_slice_args(p)
+    add_run_args(p, namespace="mragent-cost", report="mragent_cost")
     p.add_argument("--max-rounds", type=int, default=None, help="override mra_max_rounds (default: the spec's 8)")
-    p.add_argument("--scripted", action="store_true", help="fake model: checks the plumbing, measures nothing")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "mragent_cost"),
-                   help="output path without extension (.json and .md are written)")
     args = p.parse_args()
     rep = run(args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rep, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(rep), encoding="utf-8")
-    print(markdown(rep))
+    write_report(args.out, rep, markdown(rep))
 
 
 if __name__ == "__main__":

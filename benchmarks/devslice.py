@@ -1,0 +1,118 @@
+"""Shared pieces of the LoCoMo dev-slice benchmark scripts (`*_cost.py`, `memr3_vs_rag.py`).
+
+A slice is the first N sessions of one conversation and the first K questions of the chosen
+categories whose gold evidence lies inside those sessions. LoCoMo is CC BY-NC: it is read at run
+time from `--data` and never copied into the project, so report rows carry a question's id
+(`conv-26#12`) and category, never its text or gold answer (`question_fields`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.eval.questions import Question
+    from app.ingest.models import Conversation
+    from app.memory.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "benchmarks" / "reports"
+SCRIPTED_MODEL = "scripted (NOT a measurement)"
+SCRIPTED_BANNER = [
+    "**Plumbing check with a scripted model: none of these numbers is a measurement. Re-run the command",
+    "without `--scripted` against the real model to produce the report.**",
+    "",
+]
+
+
+def load_slice(data_path: str | Path, conv: str, sessions: int, questions: int,
+               categories: Iterable[int] = (1, 2, 3, 4)) -> tuple[Conversation, list[Question]]:
+    """Conversation `conv` cut to its first `sessions` sessions, and the first `questions` questions of
+    `categories` whose gold evidence is non-empty and lies inside the kept sessions."""
+    from app.eval.questions import build_question_set
+    from app.ingest.loaders import load_conversation
+
+    conversation = load_conversation(data_path, conv)
+    conversation = replace(conversation, sessions=conversation.sessions[:sessions])
+    in_slice = {t.id for t in conversation.turns}
+    qset = build_question_set(data_path, categories=tuple(categories), conversations=[conv])
+    chosen = [q for q in qset.questions if q.evidence_ids and set(q.evidence_ids) <= in_slice]
+    return conversation, chosen[:questions]
+
+
+def make_workspace(data_dir: str | None, prefix: str, scripted: bool = False) -> tuple[Workspace, str]:
+    """A registered workspace in `data_dir` (a fresh temporary one when None) and its directory.
+
+    Scripted runs keep the embedder from the environment (`RECOLLECT_EMBEDDER=hash` offline); real
+    runs use MiniLM.
+    """
+    from app.memory.workspace import Workspace, register_workspace
+
+    data_dir = data_dir or tempfile.mkdtemp(prefix=prefix)
+    if scripted:
+        return register_workspace(Workspace(data_dir)), data_dir
+    from app.memory.embeddings import MiniLMEmbeddings
+
+    return register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings())), data_dir
+
+
+def model_label(ctx: Any, scripted: bool, role: str | None = None) -> str:
+    """The model name for a report, or a label that says a scripted run measures nothing."""
+    if scripted:
+        return SCRIPTED_MODEL if role is None else "scripted"
+    from app.llm.models import get_chat_model, model_name
+
+    return model_name(get_chat_model(ctx) if role is None else get_chat_model(ctx, role=role))
+
+
+def question_fields(q: Question, answer: Any) -> dict[str, Any]:
+    """A report row's identity and score: id, category, LoCoMo F1 and answer length; no dataset text."""
+    from app.eval.metrics import locomo_f1
+
+    return {"id": q.id, "category": q.category_label,
+            "locomo_f1": round(locomo_f1(answer, q.gold, q.category), 3),
+            "answer_words": len(str(answer).split())}
+
+
+def evidence_recall(q: Question, shown: Iterable[str]) -> float:
+    """Share of the question's gold evidence turns that the method showed the model."""
+    return len(set(q.evidence_ids) & set(shown)) / len(q.evidence_ids)
+
+
+def command_line(script: str) -> str:
+    """The command as run, for the report's `Command:` line."""
+    return " ".join(["python", f"benchmarks/{script}", *sys.argv[1:]])
+
+
+def add_slice_args(p: argparse.ArgumentParser, sessions: int = 3, questions: int = 3) -> None:
+    """--data, --conv, --sessions, --questions."""
+    p.add_argument("--data", required=True, help="path to a LoCoMo JSON file (e.g. locomo_dev.json)")
+    p.add_argument("--conv", default="conv-26")
+    p.add_argument("--sessions", type=int, default=sessions)
+    p.add_argument("--questions", type=int, default=questions)
+
+
+def add_run_args(p: argparse.ArgumentParser, namespace: str, report: str) -> None:
+    """--namespace, --data-dir, --structured-method, --scripted and --out for a cost script."""
+    p.add_argument("--namespace", default=namespace)
+    p.add_argument("--data-dir", default=None, help="workspace directory (default: a fresh temporary one)")
+    p.add_argument("--structured-method", default=None)
+    p.add_argument("--scripted", action="store_true", help="fake model: checks the plumbing, measures nothing")
+    p.add_argument("--out", default=str(REPORTS / report),
+                   help="output path without extension (.json and .md are written)")
+
+
+def write_report(out: str | Path, report: dict[str, Any], markdown: str) -> None:
+    """Write `out`.json and `out`.md (`out` is a path without extension) and print the markdown."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    print(markdown, end="" if markdown.endswith("\n") else "\n")
