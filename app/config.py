@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     aux_llm_base_url: str = ""
     aux_llm_api_key: str = ""
     aux_llm_model: str = ""
+    # The eval's LLM judge when `--judge MODEL` names a model: its endpoint (empty = OpenAI's) and key
+    # (empty = OPENAI_API_KEY). `--judge local` uses the backbone's endpoint instead.
+    judge_base_url: str = ""
+    judge_api_key: str = ""
 
     # The embedded model: "1.5b" (default) or "0.5b" (smoke checks only; weak decisions).
     local_model: Literal["1.5b", "0.5b"] = "1.5b"

@@ -3,6 +3,7 @@
 #
 #   benchmarks/eval_example.sh [/path/to/locomo_dev.json]
 #
+# The model is the embedded default (started and stopped by the eval), or whatever RECOLLECT_LLM_* names.
 # Slice: conv-30, its first 2 sessions only (namespace locomo-conv-30-s2), categories 1, 2 and 4, the first
 # 2 questions whose gold evidence lies in those sessions. Backbone and judge are the same local model, so
 # J is NOT comparable to the papers (they judge with gpt-4o-mini / gpt-4.1); the report says so.
@@ -14,10 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
-export RECOLLECT_LLM_BASE_URL="${RECOLLECT_LLM_BASE_URL:-http://127.0.0.1:8765/v1}"
-export RECOLLECT_LLM_MODEL="${RECOLLECT_LLM_MODEL:-qwen2.5-coder-1.5b}"
-export RECOLLECT_LLM_API_KEY="${RECOLLECT_LLM_API_KEY:-local}"
-export RECOLLECT_LLM_STRUCTURED_METHOD="${RECOLLECT_LLM_STRUCTURED_METHOD:-json_object_schema}"
 METHODS="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
 
 .venv/bin/python -m app.cli --data-dir runs/eval_example/data eval --data "$DATA" \

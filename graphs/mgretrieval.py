@@ -43,6 +43,9 @@ from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
 from graphs.common import NO_INFO, TURN_ID, grounded_supports, messages, workspace
 
+# Nodes that call the auxiliary model: their usage is reported apart from the main LLM's (the paper's
+# Table 3 counts only the main LLM).
+AUX_LLM_NODES = frozenset({"select_keywords"})
 FALLBACK_SELECT = 2  # selection fallback without n-gram matches: the top-2 candidates by similarity
 
 

@@ -26,8 +26,9 @@ from app.eval.questions import CATEGORY_NAMES
 log = logging.getLogger(__name__)
 
 JUDGED = (1, 2, 3, 4)
-MEAN_FIELDS = ("mem0_f1", "bleu1", "evidence_recall", "session_recall")
-COST_FIELDS = ("n_llm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "mg_tokens")
+MEAN_FIELDS = ("mem0_f1", "bleu1", "evidence_recall", "session_recall", "support_recall")
+COST_FIELDS = ("n_llm_calls", "n_llm_calls_aux", "prompt_tokens", "completion_tokens", "total_tokens", "mg_tokens", "mg_tokens_main",
+               "mg_tokens_aux")
 
 
 def select_rows(rows: Iterable[dict[str, Any]], pairs: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +89,9 @@ def stats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _cost(row: dict[str, Any], field: str) -> float:
     if field == "total_tokens":
         return float(row["prompt_tokens"]) + float(row["completion_tokens"])
-    return float(row[field])
+    if field == "mg_tokens_main" and field not in row:  # a row written before the main/aux split
+        return float(row.get("mg_tokens", 0.0))
+    return float(row.get(field) or 0.0)
 
 
 def _macro(per_cat: dict[str, dict[str, Any]], key: str) -> float | None:
@@ -181,16 +184,18 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
-_HEAD = ("n", "err", "J", "LoCoMo-F1", "set-F1", "BLEU-1", "ev. recall", "sess. recall", "retr. turns", "calls",
-         "prompt tok", "compl. tok", "mg_tokens", "wall mean s", "wall median s", "wall p90 s")
+_HEAD = ("n", "err", "J", "LoCoMo-F1", "set-F1", "BLEU-1", "ev. recall", "sess. recall", "supp. recall",
+         "retr. turns", "calls", "prompt tok", "compl. tok", "mg_tokens", "mg main", "mg aux", "wall mean s",
+         "wall median s", "wall p90 s")
 
 
 def _cells(s: dict[str, Any]) -> list[str]:
     w = s["wall_time_s"]
     return [str(s["n"]), str(s["n_errors"]), _pct(s["J"]), _pct(s["locomo_f1"]), _pct(s["mem0_f1"]),
-            _pct(s["bleu1"]), _pct(s["evidence_recall"]), _pct(s["session_recall"]), _num(s["retrieved_turns"]),
-            _num(s["n_llm_calls"], "{:.2f}"), _num(s["prompt_tokens"], "{:.0f}"),
-            _num(s["completion_tokens"], "{:.0f}"), _num(s["mg_tokens"], "{:.0f}"), _num(w["mean"], "{:.2f}"),
+            _pct(s["bleu1"]), _pct(s["evidence_recall"]), _pct(s["session_recall"]), _pct(s["support_recall"]),
+            _num(s["retrieved_turns"]), _num(s["n_llm_calls"], "{:.2f}"), _num(s["prompt_tokens"], "{:.0f}"),
+            _num(s["completion_tokens"], "{:.0f}"), _num(s["mg_tokens"], "{:.0f}"),
+            _num(s["mg_tokens_main"], "{:.0f}"), _num(s["mg_tokens_aux"], "{:.0f}"), _num(w["mean"], "{:.2f}"),
             _num(w["median"], "{:.2f}"), _num(w["p90"], "{:.2f}")]
 
 
@@ -200,7 +205,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _cross_method(summary: dict[str, Any], with_adv: bool) -> list[str]:
     head = ["method", "n", "err", "J", "J macro", "LoCoMo-F1", "F1 macro", "set-F1", "BLEU-1", "ev. recall",
-            "retr. turns", "calls", "tokens", "mg_tokens", "wall mean s", "token source"]
+            "supp. recall", "retr. turns", "calls", "tokens", "mg_tokens", "mg aux", "wall mean s", "token source"]
     if with_adv:
         head.insert(7, "LoCoMo-F1 incl. cat 5")
     rows = []
@@ -208,8 +213,9 @@ def _cross_method(summary: dict[str, Any], with_adv: bool) -> list[str]:
         o = s["overall"]
         row = [method, str(o["n"]), str(o["n_errors"]), _pct(o["J"]), _pct(o["J_macro"]), _pct(o["locomo_f1"]),
                _pct(o["locomo_f1_macro"]), _pct(o["mem0_f1"]), _pct(o["bleu1"]), _pct(o["evidence_recall"]),
-               _num(o["retrieved_turns"]), _num(o["n_llm_calls"], "{:.2f}"), _num(o["total_tokens"], "{:.0f}"),
-               _num(o["mg_tokens"], "{:.0f}"), _num(o["wall_time_s"]["mean"], "{:.2f}"), o["token_source"] or "–"]
+               _pct(o["support_recall"]), _num(o["retrieved_turns"]), _num(o["n_llm_calls"], "{:.2f}"),
+               _num(o["total_tokens"], "{:.0f}"), _num(o["mg_tokens"], "{:.0f}"), _num(o["mg_tokens_aux"], "{:.0f}"),
+               _num(o["wall_time_s"]["mean"], "{:.2f}"), o["token_source"] or "–"]
         if with_adv:
             row.insert(7, _pct(o.get("locomo_f1_with_adversarial")))
         rows.append(row)

@@ -43,6 +43,7 @@ from app.ingest.loaders import load_dialogues
 from app.ingest.models import Conversation
 from app.llm.usage import token_source
 from app.trace import shown_turn_ids
+from graphs.mgretrieval import AUX_LLM_NODES
 
 JUDGED_CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL_SEED = 0  # option order of category-5 prompts (seeded per question, §3)
@@ -50,8 +51,8 @@ ROW_FIELDS = (
     "run_id", "method", "backbone_model", "judge_model", "sample_id", "question_id", "category",
     "category_name", "question", "gold", "prediction", "is_duplicate_of", "locomo_f1", "locomo_f1_r3",
     "mem0_f1", "bleu1", "judge_label", "judge_score", "judge_error", "evidence_ids", "retrieved_turn_ids",
-    "evidence_recall", "session_recall", "n_llm_calls", "prompt_tokens", "completion_tokens", "token_source",
-    "mg_tokens", "wall_time_s", "error",
+    "evidence_recall", "session_recall", "supports", "support_recall", "n_llm_calls", "n_llm_calls_aux",
+    "prompt_tokens", "completion_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
 )
 JSONL_NAME = "per_question.jsonl"
 
@@ -207,8 +208,8 @@ def _endpoint_judge_model(name: str) -> Any:
 
     s = get_settings()
     return ChatOpenAI(
-        base_url=os.environ.get("RECOLLECT_JUDGE_BASE_URL") or None,
-        api_key=os.environ.get("RECOLLECT_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "not-needed",
+        base_url=s.judge_base_url or None,
+        api_key=s.judge_api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
         model=name, temperature=0.0, timeout=s.llm_timeout_s, max_retries=s.llm_max_retries,
     )
 
@@ -333,6 +334,19 @@ def _judge(judge: Any, q: Question, prediction: str) -> tuple[str | None, int | 
     return res.label, int(res.score), res.error
 
 
+def aux_split(usage: dict[str, Any]) -> dict[str, Any]:
+    """The auxiliary model's share (MGRetrieval's keyword model) of a question's usage, §5.
+
+    MGRetrieval's Table 3 counts only the main LLM, so its comparable figures are `mg_tokens_main` and
+    `n_llm_calls - n_llm_calls_aux`; `n_llm_calls` and `mg_tokens` stay the totals.
+    """
+    aux = [c for node, c in (usage.get("by_node") or {}).items() if node in AUX_LLM_NODES]
+    aux_mg = sum(float(c.get("mg_tokens", 0.0)) for c in aux)
+    return {"n_llm_calls_aux": sum(int(c.get("calls", 0)) for c in aux),
+            "mg_tokens_main": round(float(usage.get("mg_tokens", 0.0)) - aux_mg, 2),
+            "mg_tokens_aux": round(aux_mg, 2)}
+
+
 def evaluate_pair(
     method: str, q: Question, plan: Plan, ctx: Context, judge: Any, ids: dict[str, str | None]
 ) -> dict[str, Any]:
@@ -341,6 +355,7 @@ def evaluate_pair(
     prediction, state, error, wall = _answer(method, q, namespace, ctx)
     usage = state.get("usage") or {}
     retrieved = shown_turn_ids(state.get("trace") or [])
+    supports = [str(t) for t in state.get("supports") or []]
     label, score, judge_error = _judge(judge, q, prediction)
     row = {
         "run_id": ids["run_id"], "method": method, "backbone_model": ids["backbone_model"],
@@ -352,9 +367,11 @@ def evaluate_pair(
         "evidence_ids": list(q.evidence_ids), "retrieved_turn_ids": retrieved,
         "evidence_recall": evidence_recall(retrieved, q.evidence_ids),
         "session_recall": session_recall(retrieved, q.evidence_ids),
+        "supports": supports, "support_recall": evidence_recall(supports, q.evidence_ids),
         "n_llm_calls": int(usage.get("calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
         "completion_tokens": int(usage.get("completion_tokens", 0)), "token_source": token_source(usage),
-        "mg_tokens": float(usage.get("mg_tokens", 0.0)), "wall_time_s": wall, "error": error,
+        "mg_tokens": float(usage.get("mg_tokens", 0.0)), **aux_split(usage), "wall_time_s": wall,
+        "error": error,
     }
     return {k: row[k] for k in ROW_FIELDS}
 

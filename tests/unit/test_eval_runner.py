@@ -52,8 +52,9 @@ def _reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
         m = re.search(r"\((a|b)\) Not mentioned", text)
         return {"answer": m[1] if m else "", "supports": []}
     for frag, answer in ANSWERS.items():
-        if frag in question:
-            return {"answer": answer, "supports": []}
+        if frag in question:  # cite the turn that says the answer, when it was shown
+            m = re.search(rf"(D\d+:\d+)\W[^\n]*\b{re.escape(answer)}\b", text)
+            return {"answer": answer, "supports": [m[1]] if m else []}
     return {"answer": "No information available", "supports": []}
 
 
@@ -110,6 +111,10 @@ def test_end_to_end_rows_and_files(full_run: tuple[Path, FakeJudge]) -> None:
     assert cat["mg_tokens"] > 0 and cat["wall_time_s"] >= 0 and cat["error"] is None
     assert by[("full_context", "conv-e1#0")]["evidence_recall"] == 1.0  # every turn is shown
     assert by[("full_context", "conv-e1#0")]["retrieved_turn_ids"][:2] == ["D1:1", "D1:2"]
+    assert by[("full_context", "conv-e1#0")]["supports"] == ["D1:1"]
+    assert by[("full_context", "conv-e1#0")]["support_recall"] == 1.0
+    assert by[("full_context", "conv-e1#3")]["support_recall"] == 0.0  # answered without citing a turn
+    assert cat["n_llm_calls_aux"] == 0 and cat["mg_tokens_main"] == cat["mg_tokens"] and cat["mg_tokens_aux"] == 0
     adv = by[("memr3", "conv-e1#5")]
     assert adv["prediction"] == "Not mentioned in the conversation" and adv["locomo_f1"] == 1.0
     assert adv["judge_score"] is None and adv["mem0_f1"] is None and adv["bleu1"] is None
@@ -234,3 +239,18 @@ def test_resume_refuses_another_judge(data_dir: str, tmp_path: Path) -> None:
     run(data_dir, out, model(), methods=["full_context"], limit=1)
     with pytest.raises(EvalError, match="judge_model"):
         run(data_dir, out, model(), judge=FakeJudge(), methods=["full_context"], limit=1)
+
+
+def test_aux_model_usage_is_split_from_the_main_llm() -> None:
+    from app.eval.reference import _our_values
+    from app.eval.runner import aux_split
+
+    usage = {"calls": 3, "mg_tokens": 1000.0,
+             "by_node": {"select_keywords": {"calls": 1, "mg_tokens": 400.0},
+                         "assess": {"calls": 2, "mg_tokens": 600.0}}}
+    assert aux_split(usage) == {"n_llm_calls_aux": 1, "mg_tokens_main": 600.0, "mg_tokens_aux": 400.0}
+    assert aux_split({}) == {"n_llm_calls_aux": 0, "mg_tokens_main": 0.0, "mg_tokens_aux": 0.0}
+    # MGRetrieval's Table 3 compares the main LLM only
+    overall = {"n_llm_calls": 3.0, "n_llm_calls_aux": 1.0, "mg_tokens": 1000.0, "mg_tokens_main": 600.0,
+               "wall_time_s": {"mean": 2.0}}
+    assert _our_values({"metric": "cost"}, {"categories": {}, "overall": overall}) == ["2.00", "600", "2.00"]
