@@ -116,3 +116,46 @@ def write_report(out: str | Path, report: dict[str, Any], markdown: str) -> None
     out.with_suffix(".json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(markdown, encoding="utf-8")
     print(markdown, end="" if markdown.endswith("\n") else "\n")
+
+
+def mean_of(rows: list[dict[str, Any]], key: str, digits: int | None = 2) -> float:
+    """The mean of `key` over report rows (booleans count as 0/1); 0 for no rows. `digits=None` → an int."""
+    value = sum(float(r[key]) for r in rows) / max(1, len(rows))
+    return round(value) if digits is None else round(value, digits)
+
+
+def report_head(rep: dict[str, Any], title: str, models: str | None = None) -> list[str]:
+    """The opening lines every cost report shares: title, command, scripted banner, model and slice."""
+    sl = rep["slice"]
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{rep['command']}`",
+        "",
+        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
+        f"{models or 'Model: ' + rep['model']}; embedder: {rep['embedder']}; slice: {sl['conversation']}, "
+        f"first {sl['sessions']} sessions ({sl['turns']} turns), {len(sl['questions'])} questions with gold "
+        "evidence inside them.",
+        f"Settings: {json.dumps(rep['settings'])}",
+        "",
+    ]
+
+
+def cost_script_main(
+    doc: str,
+    run: Any,
+    markdown: Any,
+    *,
+    namespace: str,
+    report: str,
+    extra_args: Any = None,
+) -> None:
+    """Parse the shared arguments (plus `extra_args(parser)`), run, and write `report`.{json,md}."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_slice_args(p)
+    add_run_args(p, namespace=namespace, report=report)
+    if extra_args is not None:
+        extra_args(p)
+    args = p.parse_args()
+    rep = run(args)
+    write_report(args.out, rep, markdown(rep))

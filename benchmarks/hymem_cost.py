@@ -15,7 +15,6 @@ numbers are not a measurement.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -26,16 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    SCRIPTED_BANNER,
-    add_run_args,
-    add_slice_args,
     command_line,
+    cost_script_main,
     evidence_recall,
     load_slice,
     make_workspace,
+    mean_of,
     model_label,
     question_fields,
-    write_report,
+    report_head,
 )
 
 PAPER = {"tokens_per_question": 1540, "deep_share": 0.22, "model": "gpt-4.1-mini", "k": 10}
@@ -116,14 +114,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "fallbacks": build.fallbacks, "seconds": round(ingest_s, 1),
         },
         "per_question": {
-            "calls": round(sum(r["calls"] for r in rows) / n, 2),
-            "tokens": round(sum(r["tokens"] for r in rows) / n),
-            "prompt_tokens": round(sum(r["prompt_tokens"] for r in rows) / n),
-            "completion_tokens": round(sum(r["completion_tokens"] for r in rows) / n),
-            "deep_share": round(sum(r["deep"] for r in rows) / n, 3),
+            "calls": mean_of(rows, "calls"),
+            **{k: mean_of(rows, k, None) for k in ("tokens", "prompt_tokens", "completion_tokens")},
+            "deep_share": mean_of(rows, "deep", 3),
             "second_round_share": round(sum(r["rounds"] > 1 for r in rows) / n, 3),
-            "evidence_recall": round(sum(r["evidence_recall"] for r in rows) / n, 3),
-            "seconds": round(sum(r["seconds"] for r in rows) / n, 1),
+            "evidence_recall": mean_of(rows, "evidence_recall", 3),
+            "seconds": mean_of(rows, "seconds", 1),
             "max_calls": max((r["calls"] for r in rows), default=0),
         },
         "paper": PAPER,
@@ -135,16 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(rep: dict[str, Any]) -> str:
     pq, ing = rep["per_question"], rep["ingestion"]
     lines = [
-        "# HyMem cost report",
-        "",
-        f"Command: `{rep['command']}`",
-        "",
-        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
-        f"Model: {rep['model']}; embedder: {rep['embedder']}; slice: {rep['slice']['conversation']}, "
-        f"first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
-        f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
-        f"Settings: {json.dumps(rep['settings'])}",
-        "",
+        *report_head(rep, "HyMem cost report"),
         "| metric | ours | paper (gpt-4.1-mini, k = 10) | spec estimate |",
         "|---|---|---|---|",
         f"| tokens per question | {pq['tokens']} (prompt {pq['prompt_tokens']}, completion {pq['completion_tokens']})"
@@ -176,12 +163,7 @@ def markdown(rep: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_slice_args(p)
-    add_run_args(p, namespace="hymem-cost", report="hymem_cost")
-    args = p.parse_args()
-    rep = run(args)
-    write_report(args.out, rep, markdown(rep))
+    cost_script_main(__doc__ or "", run, markdown, namespace="hymem-cost", report="hymem_cost")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ keywords, never sufficient) to prove the script works offline; its numbers are n
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -26,16 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    SCRIPTED_BANNER,
-    add_run_args,
-    add_slice_args,
     command_line,
+    cost_script_main,
     evidence_recall,
     load_slice,
     make_workspace,
+    mean_of,
     model_label,
     question_fields,
-    write_report,
+    report_head,
 )
 
 # Table 3 and §4.2 of the paper (main LLM Qwen2.5-14B; auxiliary GPT-4o-mini).
@@ -143,11 +141,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": round(time.monotonic() - start, 1),
         })
 
-    n, ns = max(1, len(rows)), max(1, len(sessions))
+    ns = max(1, len(sessions))
     turns = sum(s["turns"] for s in sessions)
-
-    def avg(key: str, digits: int = 2) -> float:
-        return round(sum(r[key] for r in rows) / n, digits)
 
     return {
         "command": command_line("mgretrieval_cost.py"),
@@ -173,12 +168,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "per_session": sessions,
         },
         "per_question": {
-            "aux_calls": avg("aux_calls"), "aux_tokens": round(avg("aux_tokens")),
-            "assess_calls": avg("assess_calls"), "main_calls": avg("main_calls"),
-            "main_tokens": round(avg("main_tokens")), "assess_tokens": round(avg("assess_tokens")),
+            "aux_calls": mean_of(rows, "aux_calls"), "aux_tokens": mean_of(rows, "aux_tokens", None),
+            "assess_calls": mean_of(rows, "assess_calls"), "main_calls": mean_of(rows, "main_calls"),
+            "main_tokens": mean_of(rows, "main_tokens", None), "assess_tokens": mean_of(rows, "assess_tokens", None),
             "max_main_calls": max((r["main_calls"] for r in rows), default=0),
-            "sufficient_share": round(sum(r["sufficient"] for r in rows) / n, 3),
-            "evidence_recall": avg("evidence_recall", 3), "seconds": avg("seconds", 1),
+            "sufficient_share": mean_of(rows, "sufficient", 3),
+            "evidence_recall": mean_of(rows, "evidence_recall", 3), "seconds": mean_of(rows, "seconds", 1),
         },
         "paper": PAPER,
         "questions": rows,
@@ -188,16 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(rep: dict[str, Any]) -> str:
     pq, ing = rep["per_question"], rep["ingestion"]
     lines = [
-        "# MGRetrieval cost report",
-        "",
-        f"Command: `{rep['command']}`",
-        "",
-        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
-        f"Main model: {rep['model']}; aux model: {rep['aux_model']}; embedder: {rep['embedder']}; slice: "
-        f"{rep['slice']['conversation']}, first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
-        f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
-        f"Settings: {json.dumps(rep['settings'])}",
-        "",
+        *report_head(rep, "MGRetrieval cost report", f"Main model: {rep['model']}; aux model: {rep['aux_model']}"),
         "## Ingestion (auxiliary model)",
         "",
         "| session | turns | extraction calls | matching calls | calls | tokens | paper calls (2/memory) | paper tokens (1,176/memory) | new entries | pre-matched | shortlisted | matched | fallback turns |",
@@ -245,12 +231,7 @@ def markdown(rep: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_slice_args(p)
-    add_run_args(p, namespace="mg-cost", report="mgretrieval_cost")
-    args = p.parse_args()
-    rep = run(args)
-    write_report(args.out, rep, markdown(rep))
+    cost_script_main(__doc__ or "", run, markdown, namespace="mg-cost", report="mgretrieval_cost")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ model (one tool round, then an answer) to prove the script works offline; its nu
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -25,16 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    SCRIPTED_BANNER,
-    add_run_args,
-    add_slice_args,
     command_line,
+    cost_script_main,
     evidence_recall,
     load_slice,
     make_workspace,
+    mean_of,
     model_label,
     question_fields,
-    write_report,
+    report_head,
 )
 
 PAPER = {"tokens_per_sample_longmemeval_s": 118_000, "seconds_per_sample_longmemeval_s": 586,
@@ -122,7 +120,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": round(time.monotonic() - start, 1),
         })
 
-    n = max(1, len(rows))
     tokens = build.prompt_tokens + build.completion_tokens
     return {
         "command": command_line("mragent_cost.py"),
@@ -145,16 +142,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "reingest_llm_calls": again.llm_calls, "reingest_seconds": round(reingest_s, 2),
         },
         "per_question": {
-            "calls": round(sum(r["calls"] for r in rows) / n, 2),
+            "calls": mean_of(rows, "calls"),
             "max_calls": max((r["calls"] for r in rows), default=0),
-            "tokens": round(sum(r["tokens"] for r in rows) / n),
-            "prompt_tokens": round(sum(r["prompt_tokens"] for r in rows) / n),
-            "completion_tokens": round(sum(r["completion_tokens"] for r in rows) / n),
-            "tool_calls": round(sum(r["tool_calls"] for r in rows) / n, 2),
-            "rounds": round(sum(r["rounds"] for r in rows) / n, 2),
-            "forced_share": round(sum(r["forced_final"] for r in rows) / n, 3),
-            "evidence_recall": round(sum(r["evidence_recall"] for r in rows) / n, 3),
-            "seconds": round(sum(r["seconds"] for r in rows) / n, 1),
+            **{k: mean_of(rows, k, None) for k in ("tokens", "prompt_tokens", "completion_tokens")},
+            "tool_calls": mean_of(rows, "tool_calls"),
+            "rounds": mean_of(rows, "rounds"),
+            "forced_share": mean_of(rows, "forced_final", 3),
+            "evidence_recall": mean_of(rows, "evidence_recall", 3),
+            "seconds": mean_of(rows, "seconds", 1),
         },
         "paper": PAPER,
         "spec_estimate": SPEC_ESTIMATE,
@@ -165,16 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(rep: dict[str, Any]) -> str:
     pq, ing = rep["per_question"], rep["ingestion"]
     lines = [
-        "# MRAgent cost report",
-        "",
-        f"Command: `{rep['command']}`",
-        "",
-        *(SCRIPTED_BANNER if rep["model"].startswith("scripted") else []),
-        f"Model: {rep['model']}; embedder: {rep['embedder']}; slice: {rep['slice']['conversation']}, "
-        f"first {rep['slice']['sessions']} sessions ({rep['slice']['turns']} turns), "
-        f"{len(rep['slice']['questions'])} questions with gold evidence inside them.",
-        f"Settings: {json.dumps(rep['settings'])}",
-        "",
+        *report_head(rep, "MRAgent cost report"),
         "| metric | ours | paper (Gemini-2.5-Flash) | spec estimate |",
         "|---|---|---|---|",
         f"| ingestion LLM calls per session | {ing['calls_per_session']} | – | 2 |",
@@ -210,14 +196,12 @@ def markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_slice_args(p)
-    add_run_args(p, namespace="mragent-cost", report="mragent_cost")
+def _max_rounds_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-rounds", type=int, default=None, help="override mra_max_rounds (default: the spec's 8)")
-    args = p.parse_args()
-    rep = run(args)
-    write_report(args.out, rep, markdown(rep))
+
+
+def main() -> None:
+    cost_script_main(__doc__ or "", run, markdown, namespace="mragent-cost", report="mragent_cost", extra_args=_max_rounds_arg)
 
 
 if __name__ == "__main__":
