@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from app.config import Context
 from app.ingest.chunks import chunk_index
+from app.llm.lenient import Text
 from app.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from app.memory.workspace import NamespaceError, Workspace, open_workspace
 
@@ -86,15 +87,8 @@ def messages(system: str | None, user: str) -> list:
 class AnswerReply(BaseModel):
     """The short final answer and the turn ids it rests on."""
 
-    answer: str = Field(description="a short phrase")
+    answer: Text = Field(description="a short phrase")
     supports: list[str] = Field(default_factory=list)
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _text(cls, v: Any) -> Any:
-        if v is None:
-            return ""
-        return v if isinstance(v, str) else str(v)
 
     @field_validator("supports", mode="before")
     @classmethod

@@ -14,15 +14,16 @@ query q_i; generators always see the original question q0 plus the previous answ
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from app.config import Context
 from app.ingest.hymem import load_sessions, summary_index
+from app.llm.lenient import Text, as_int_or_raw
 from app.llm.models import get_chat_model
 from app.llm.structured import StructuredResult, call_structured
 from app.llm.usage import estimate_tokens, merge_usage
@@ -39,33 +40,11 @@ _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem b
 # --- reply schemas (lenient coercions live in validators) ---------------------------------------
 
 
-def _int_or_raw(v: Any) -> Any:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v.strip())
-    return v
-
-
-def _text(v: Any) -> Any:
-    return "" if v is None else (v if isinstance(v, str) else str(v)).strip()
-
-
 class LightReply(BaseModel):
     """`finished`: 0 = answered, 2 = insufficient ("0"/"2" strings accepted)."""
 
-    finished: Literal[0, 2]
-    answer: str = ""
-
-    @field_validator("finished", mode="before")
-    @classmethod
-    def _finished(cls, v: Any) -> Any:
-        return _int_or_raw(v)
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, v: Any) -> Any:
-        return _text(v)
+    finished: Annotated[Literal[0, 2], BeforeValidator(as_int_or_raw)]
+    answer: Text = ""
 
 
 class SelectReply(BaseModel):
@@ -84,20 +63,15 @@ class SelectReply(BaseModel):
             return []
         out = []
         for x in v:
-            x = _int_or_raw(x)
+            x = as_int_or_raw(x)
             if isinstance(x, int) and not isinstance(x, bool):
                 out.append(x)
         return out
 
 
 class DeepReply(BaseModel):
-    answer: str
+    answer: Text
     supports: list[str] = Field(default_factory=list)
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, v: Any) -> Any:
-        return _text(v)
 
     @field_validator("answer")
     @classmethod
@@ -119,18 +93,8 @@ class DeepReply(BaseModel):
 class ReflectReply(BaseModel):
     """`finished`: 1 = satisfied, 0 = not (then `new_question` is the rewritten query)."""
 
-    finished: Literal[0, 1]
-    new_question: str = ""
-
-    @field_validator("finished", mode="before")
-    @classmethod
-    def _finished(cls, v: Any) -> Any:
-        return _int_or_raw(v)
-
-    @field_validator("new_question", mode="before")
-    @classmethod
-    def _question(cls, v: Any) -> Any:
-        return _text(v)
+    finished: Annotated[Literal[0, 1], BeforeValidator(as_int_or_raw)]
+    new_question: Text = ""
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from app.ingest.mgretrieval import (
     question_ngrams,
 )
 from app.ingest.models import Turn
+from app.llm.lenient import StrList, Text, as_str_list
 from app.llm.models import get_chat_model, model_name
 from app.llm.structured import call_structured
 from app.llm.usage import estimate_tokens
@@ -52,40 +53,18 @@ FALLBACK_SELECT = 2  # selection fallback without n-gram matches: the top-2 cand
 # --- reply schemas (lenient: the graph, not the schema, enforces the rules) -----------------------
 
 
-def _str_list(v: Any) -> Any:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        if v.strip().lower() in ("", "none", "null", "n/a", "[]"):
-            return []
-        return [p.strip() for p in v.replace(";", ",").split(",") if p.strip()]
-    if isinstance(v, list):
-        return [str(x) for x in v if x is not None and not isinstance(x, dict | list)]
-    return v
-
-
 class SelectReply(BaseModel):
     """p_r1: up to `depth` vocabulary keywords, most important first."""
 
-    keywords: list[str] = Field(default_factory=list)
-
-    @field_validator("keywords", mode="before")
-    @classmethod
-    def _kw(cls, v: Any) -> Any:
-        return _str_list(v)
+    keywords: StrList = Field(default_factory=list)
 
 
 class AssessReply(BaseModel):
     """p_r2: the answer a(r), the sufficiency flag b(r) and the critical memory ids H(r)."""
 
-    answer: str = ""
+    answer: Text = ""
     sufficient: bool = False
     critical_ids: list[str] = Field(default_factory=list)
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, v: Any) -> Any:
-        return "" if v is None else (v if isinstance(v, str) else str(v))
 
     @field_validator("sufficient", mode="before")
     @classmethod
@@ -102,19 +81,14 @@ class AssessReply(BaseModel):
     @classmethod
     def _ids(cls, v: Any) -> Any:
         if isinstance(v, str):  # "D1:2, D3:4" or "[D1:2]" → the ids it quotes
-            return TURN_ID.findall(v) or _str_list(v)
-        return [str(x).strip().strip("[]") for x in _str_list(v)]
+            return TURN_ID.findall(v) or as_str_list(v)
+        return [str(x).strip().strip("[]") for x in as_str_list(v)]
 
 
 class RewriteReply(BaseModel):
     """p_r3: the answer in LoCoMo style."""
 
-    answer: str
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, v: Any) -> Any:
-        return "" if v is None else (v if isinstance(v, str) else str(v))
+    answer: Text
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from app.ingest.mragent import (
     fallback_cues,
     turn_of,
 )
+from app.llm.lenient import Text
 from app.llm.models import get_chat_model
 from app.llm.structured import call_structured, invoke_counted, resolve_method
 from app.llm.usage import estimate_tokens, merge_usage
@@ -137,14 +138,9 @@ class ScoreReply(BaseModel):
 
 
 class FinalReply(BaseModel):
-    answer: str
+    answer: Text
     supports: list[str] = Field(default_factory=list)
     confidence: float | None = None
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer(cls, v: Any) -> Any:
-        return "" if v is None else (v if isinstance(v, str) else str(v))
 
     @field_validator("supports", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from app.config import Context, get_settings
 from app.ingest.models import Conversation, Session, Turn
 from app.llm.cache import LLMCache, cache_key
+from app.llm.lenient import Text
 from app.llm.models import get_chat_model, model_name
 from app.llm.structured import call_structured
 from app.memory.vectors import Unit, VectorIndex
@@ -69,7 +70,7 @@ def date_meta(session: Session) -> dict[str, Any]:
 
 
 class SummaryItem(BaseModel):
-    text: str
+    text: Text
     turn_ids: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -79,11 +80,6 @@ class SummaryItem(BaseModel):
         if isinstance(v, str):
             return {"text": v, "turn_ids": []}
         return v
-
-    @field_validator("text", mode="before")
-    @classmethod
-    def _text(cls, v: Any) -> Any:
-        return "" if v is None else (v if isinstance(v, str) else str(v)).strip()
 
     @field_validator("turn_ids", mode="before")
     @classmethod

@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field, field_validator
 from app.config import Context, get_settings
 from app.ingest.models import Conversation, Session, Turn
 from app.llm.cache import LLMCache, cache_key
+from app.llm.lenient import as_str_list
 from app.llm.models import get_chat_model, model_name
 from app.llm.structured import StructuredResult, call_structured
 from app.llm.usage import estimate_tokens, merge_usage
@@ -247,16 +248,6 @@ class KeywordPyramid:
 # --- LLM reply schemas ----------------------------------------------------------------------------
 
 
-def _as_list(v: Any) -> Any:
-    if v is None or v == "" or (isinstance(v, str) and v.strip().lower() in ("none", "null", "n/a")):
-        return []
-    if isinstance(v, str):
-        return [p.strip() for p in re.split(r"[,;\n]", v) if p.strip()]
-    if isinstance(v, dict):
-        return list(v.values())
-    return v
-
-
 class TurnKeywords(BaseModel):
     id: str
     keywords: list[str] = Field(default_factory=list)
@@ -269,7 +260,7 @@ class TurnKeywords(BaseModel):
     @field_validator("keywords", mode="before")
     @classmethod
     def _kw(cls, v: Any) -> Any:
-        return [str(x) for x in _as_list(v) if x is not None]
+        return as_str_list(v)
 
 
 class ExtractionReply(BaseModel):

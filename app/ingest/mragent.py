@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, field_validator
 from app.config import Context
 from app.ingest.models import Conversation, Session, Turn
 from app.llm.cache import LLMCache, cache_key
+from app.llm.lenient import as_text
 from app.llm.models import get_chat_model, model_name
 from app.llm.structured import call_structured
 from app.llm.usage import estimate_tokens
@@ -143,12 +144,6 @@ def turn_of(event_or_turn: str) -> str | None:
     return s if TURN_ID.match(s) else None
 
 
-def _as_text(v: Any) -> str:
-    if v is None:
-        return ""
-    return v if isinstance(v, str) else str(v)
-
-
 # --------------------------------------------------------------------------------------------- schemas
 
 
@@ -163,7 +158,7 @@ class RewriteSentence(BaseModel):
     @field_validator("id", "origin", "text", "tag", "time", mode="before")
     @classmethod
     def _str(cls, v: Any) -> Any:
-        return _as_text(v).strip()
+        return as_text(v)
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -172,7 +167,7 @@ class RewriteSentence(BaseModel):
             return []
         if isinstance(v, str):
             return [x.strip() for x in re.split(r"[,\s]+", v) if x.strip()]
-        return [_as_text(x).strip() for x in v] if isinstance(v, list) else v
+        return [as_text(x) for x in v] if isinstance(v, list) else v
 
 
 class PersonalFact(BaseModel):
@@ -184,7 +179,7 @@ class PersonalFact(BaseModel):
     @field_validator("person", "aspect", "text", "origin", mode="before")
     @classmethod
     def _str(cls, v: Any) -> Any:
-        return _as_text(v).strip()
+        return as_text(v)
 
 
 class RewriteReply(BaseModel):
@@ -198,7 +193,7 @@ class RewriteReply(BaseModel):
     @field_validator("conversation_time", mode="before")
     @classmethod
     def _str(cls, v: Any) -> Any:
-        return _as_text(v)
+        return as_text(v)
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -209,13 +204,13 @@ class RewriteReply(BaseModel):
             out: dict[str, str] = {}
             for i, item in enumerate(v, start=1):
                 if isinstance(item, dict):
-                    key = _as_text(item.get("id") or f"t{i}")
-                    out[key] = _as_text(item.get("text") or item.get("description") or "")
+                    key = as_text(item.get("id") or f"t{i}")
+                    out[key] = as_text(item.get("text") or item.get("description") or "")
                 else:
-                    out[f"t{i}"] = _as_text(item)
+                    out[f"t{i}"] = as_text(item)
             return out
         if isinstance(v, dict):
-            return {_as_text(k): _as_text(x) for k, x in v.items()}
+            return {as_text(k): as_text(x) for k, x in v.items()}
         return v
 
     @field_validator("personal_facts", mode="before")
@@ -233,7 +228,7 @@ class CueItem(BaseModel):
     @field_validator("id", mode="before")
     @classmethod
     def _id(cls, v: Any) -> Any:
-        return _as_text(v).strip()
+        return as_text(v)
 
     @field_validator("cues", mode="before")
     @classmethod
@@ -242,7 +237,7 @@ class CueItem(BaseModel):
             return []
         if isinstance(v, str):
             return [x.strip() for x in v.split(",") if x.strip()]
-        return [_as_text(x) for x in v] if isinstance(v, list) else v
+        return [as_text(x) for x in v] if isinstance(v, list) else v
 
 
 class CueReply(BaseModel):
