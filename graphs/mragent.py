@@ -34,7 +34,7 @@ from app.ingest.mragent import (
     fallback_cues,
     turn_of,
 )
-from app.llm.lenient import Text
+from app.llm.lenient import StrList, Text
 from app.llm.models import get_chat_model
 from app.llm.structured import call_structured, invoke_counted, resolve_method
 from app.llm.usage import estimate_tokens, merge_usage
@@ -68,16 +68,7 @@ def _ids(v: Any) -> list[str]:
 
 class QuestionCue(BaseModel):
     cue: str
-    alternatives: list[str] = Field(default_factory=list)
-
-    @field_validator("alternatives", mode="before")
-    @classmethod
-    def _alts(cls, v: Any) -> Any:
-        if v is None or v == "None":
-            return []
-        if isinstance(v, str):
-            return [x.strip() for x in v.split(",") if x.strip()]
-        return [str(x) for x in v] if isinstance(v, list) else v
+    alternatives: StrList = Field(default_factory=list)
 
 
 class QuestionCuesReply(BaseModel):

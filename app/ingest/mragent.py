@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, field_validator
 from app.config import Context
 from app.ingest.models import Conversation, Session, Turn
 from app.llm.cache import LLMCache, cache_key
-from app.llm.lenient import as_text
+from app.llm.lenient import StrList, Text, as_text
 from app.llm.models import get_chat_model, model_name
 from app.llm.structured import call_structured
 from app.llm.usage import estimate_tokens
@@ -148,17 +148,12 @@ def turn_of(event_or_turn: str) -> str | None:
 
 
 class RewriteSentence(BaseModel):
-    id: str = ""
-    origin: str = ""
-    text: str = ""
-    tag: str = ""
+    id: Text = ""
+    origin: Text = ""
+    text: Text = ""
+    tag: Text = ""
     topics: list[str] = Field(default_factory=list)
-    time: str = ""
-
-    @field_validator("id", "origin", "text", "tag", "time", mode="before")
-    @classmethod
-    def _str(cls, v: Any) -> Any:
-        return as_text(v)
+    time: Text = ""
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -171,29 +166,19 @@ class RewriteSentence(BaseModel):
 
 
 class PersonalFact(BaseModel):
-    person: str = ""
-    aspect: str = ""
-    text: str = ""
-    origin: str = ""
-
-    @field_validator("person", "aspect", "text", "origin", mode="before")
-    @classmethod
-    def _str(cls, v: Any) -> Any:
-        return as_text(v)
+    person: Text = ""
+    aspect: Text = ""
+    text: Text = ""
+    origin: Text = ""
 
 
 class RewriteReply(BaseModel):
     """Call A: the window rewritten into sentences with tag, topics and time, plus personal facts."""
 
-    conversation_time: str = ""
+    conversation_time: Text = ""
     sentences: list[RewriteSentence]
     topics: dict[str, str] = Field(default_factory=dict)
     personal_facts: list[PersonalFact] = Field(default_factory=list)
-
-    @field_validator("conversation_time", mode="before")
-    @classmethod
-    def _str(cls, v: Any) -> Any:
-        return as_text(v)
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -222,22 +207,8 @@ class RewriteReply(BaseModel):
 
 
 class CueItem(BaseModel):
-    id: str
-    cues: list[str] = Field(default_factory=list)
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, v: Any) -> Any:
-        return as_text(v)
-
-    @field_validator("cues", mode="before")
-    @classmethod
-    def _cues(cls, v: Any) -> Any:
-        if v is None or v == "None":
-            return []
-        if isinstance(v, str):
-            return [x.strip() for x in v.split(",") if x.strip()]
-        return [as_text(x) for x in v] if isinstance(v, list) else v
+    id: Text
+    cues: StrList = Field(default_factory=list)
 
 
 class CueReply(BaseModel):
