@@ -323,30 +323,41 @@ def validate_rewrite(
     return res
 
 
-def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]]) -> list[str]:
+def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True) -> list[str]:
     """Call B's validation: unknown ids dropped, non-verbatim cues discarded, at most 30 kept,
     fallback tokens for a sentence left without cues, and the speaker's name always added."""
     notes: list[str] = []
     got: dict[str, list[str]] = {}
     if reply is not None:
-        unknown = [item.id for item in reply.sentences if item.id not in events]
+        by_origin: dict[str, list[str]] = {}
+        for eid, ev in events.items():
+            by_origin.setdefault(ev["origin"], []).append(eid)
+        # A small model often answers with the turn id ("D1:3") instead of its sentence ids
+        # ("D1:3-1"): such a reply is read as covering that turn's sentences, and the verbatim check
+        # below still decides, per sentence, which cues stand.
+        # (`accept_turn_ids=False` is the spec's strict reading: such ids are unknown and dropped.)
+        resolved = [(item, [item.id] if item.id in events else by_origin.get(item.id, []) if accept_turn_ids else [])
+                    for item in reply.sentences]
+        unknown = [item.id for item, eids in resolved if not eids]
         if unknown:
             notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
+        by_turn = [item.id for item, eids in resolved if eids and item.id not in events]
+        if by_turn:
+            notes.append(f"keywords: {len(by_turn)} reply id(s) named a turn, read as its sentences")
         discarded = 0
-        for item in reply.sentences:
-            ev = events.get(item.id)
-            if ev is None:
-                continue
-            low = ev["rewritten"].lower()
-            keep: list[str] = []
-            for cue in item.cues:
-                c = " ".join(cue.split())
-                if not c or c.lower() not in low:
-                    discarded += 1
-                    continue
-                if c.lower() not in (k.lower() for k in keep):
-                    keep.append(c)
-            got.setdefault(item.id, []).extend(keep[: MAX_CUES - len(got.get(item.id, []))])
+        for item, eids in resolved:
+            cues = [" ".join(cue.split()) for cue in item.cues]
+            placed: set[str] = set()
+            for eid in eids:
+                low = events[eid]["rewritten"].lower()
+                keep: list[str] = []
+                for c in cues:
+                    if c and c.lower() in low and c.lower() not in (k.lower() for k in keep):
+                        keep.append(c)
+                        placed.add(c.lower())
+                got.setdefault(eid, []).extend(keep[: MAX_CUES - len(got.get(eid, []))])
+            if eids:
+                discarded += sum(1 for c in cues if c.lower() not in placed or not c)
         if discarded:
             notes.append(f"keywords: discarded {discarded} cue(s) not found verbatim in their sentence")
     fallback = []
@@ -429,7 +440,7 @@ def _build_session(
         )
         if reply_b is None:
             report.fallbacks.append(f"{where}: cue extraction failed ({(err_b or '')[:120]}); token fallback")
-        report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events))
+        report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events, ctx.mra_cues_accept_turn_ids))
         events.update(res.events)
         topics.update(res.topics)
         facts.extend(res.facts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -173,3 +174,28 @@ def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
         CueTagGraph.load(open_workspace(data_dir), "other")
     with pytest.raises(NamespaceError, match="never been ingested"):
         CueTagGraph.load(open_workspace(data_dir), "missing")
+
+
+def test_cues_under_a_turn_id_go_to_that_turns_sentences() -> None:
+    from app.ingest.mragent import CueReply, apply_cues
+
+    def event(origin: str, text: str) -> dict[str, Any]:
+        return {"origin": origin, "speaker": "Ann", "rewritten": text, "cues": []}
+
+    events = {"D1:3-1": event("D1:3", "Ann planted tomatoes."), "D1:3-2": event("D1:3", "Ann planted basil."),
+              "D1:4-1": event("D1:4", "Ann bought a violin.")}
+    reply = CueReply.model_validate({"sentences": [
+        {"id": "D1:3", "cues": ["tomatoes", "basil", "unicorn"]},  # a turn id, not a sentence id
+        {"id": "D9:9", "cues": ["violin"]},  # neither: dropped
+    ]})
+    notes = apply_cues(reply, events)
+    assert events["D1:3-1"]["cues"] == ["tomatoes", "Ann"] and events["D1:3-2"]["cues"] == ["basil", "Ann"]
+    assert any("fallback tokens for 1 sentence" in n for n in notes)  # D1:4-1 got its own tokens
+    assert any("named a turn" in n for n in notes) and any("D9:9" in n for n in notes)
+    assert any("discarded 1 cue" in n for n in notes)  # "unicorn" fits neither sentence
+    # the spec's strict reading (mra_cues_accept_turn_ids=False): a turn id is unknown and dropped
+    for ev in events.values():
+        ev["cues"] = []
+    notes = apply_cues(reply, events, accept_turn_ids=False)
+    assert events["D1:3-1"]["cues"] == ["Ann", "planted", "tomatoes"]  # token fallback (speaker first)
+    assert any("'D1:3'" in n for n in notes)
