@@ -5,7 +5,7 @@
 #
 # The model is the embedded default (started and stopped by the eval), or whatever RECOLLECT_LLM_* names.
 # Slice: conv-30, its first 2 sessions only (namespace locomo-conv-30-s2), categories 1, 2 and 4, the first
-# 2 questions whose gold evidence lies in those sessions. Backbone and judge are the same local model, so
+# 3 questions whose gold evidence lies in those sessions. Backbone and judge are the same local model, so
 # J is NOT comparable to the papers (they judge with gpt-4o-mini / gpt-4.1); the report says so.
 #
 # The LoCoMo file (CC BY-NC 4.0) is read at run time and never copied. The full run folder
@@ -18,7 +18,7 @@ DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
 METHODS="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
 
 .venv/bin/python -m app.cli --data-dir runs/eval_example/data eval --data "$DATA" \
-  --methods "$METHODS" --conversations conv-30 --max-sessions 2 --categories 1,2,4 --limit 2 \
+  --methods "$METHODS" --conversations conv-30 --max-sessions 2 --categories 1,2,4 --limit 3 \
   --judge local --out runs/eval_example
 
 mkdir -p benchmarks/reports/eval_example
