@@ -97,6 +97,9 @@ class Context:
     memr3_candidate_k: int = 20
     memr3_chunk_tokens: int = 256
     memr3_rerank: Literal["none", "hybrid"] = "hybrid"
+    # Improvement, off by default (the spec's answer call sees evidence bullets and the draft only): also
+    # show the answer call the latest retrieval's snippets, for routers too weak to copy the evidence.
+    memr3_answer_snippets: bool = False
 
     # Baselines
     rag_top_k: int = 5

@@ -41,15 +41,34 @@ DECISIONS = ("retrieve", "reflect", "answer")
 BUDGET_NOTE = "iteration budget reached"
 
 
+def _list_cap(items: int, chars: int) -> dict[str, Any]:
+    return {"maxItems": items, "items": {"type": "string", "maxLength": chars}}
+
+
+def _text_cap(chars: int) -> Any:
+    """maxLength on the string branch of an optional string (a grammar ignores it beside `anyOf`)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["maxLength"] = chars
+
+    return extra
+
+
 class RouterReply(BaseModel):
     """The router's JSON. Lenient on shape: the graph, not the schema, enforces decisions."""
 
-    evidence: list[str] = Field(default_factory=list)
-    gaps: list[str] = Field(default_factory=list)
+    # The length caps only shape the schema sent to the endpoint (a grammar on llama.cpp): a small model
+    # otherwise fills an optional field it was told to skip with a repeating loop until max_tokens
+    # (measured: a 400-token "reasoning" loop on an answer decision, 84 s of CPU time). Validation
+    # does not enforce them.
+    evidence: list[str] = Field(default_factory=list, json_schema_extra=_list_cap(6, 300))
+    gaps: list[str] = Field(default_factory=list, json_schema_extra=_list_cap(6, 200))
     decision: str
-    retrieval_query: str | None = None
-    detailed_answer: str | None = None
-    reasoning: str | None = None
+    retrieval_query: str | None = Field(default=None, json_schema_extra=_text_cap(200))
+    detailed_answer: str | None = Field(default=None, json_schema_extra=_text_cap(300))
+    reasoning: str | None = Field(default=None, json_schema_extra=_text_cap(300))
 
     @field_validator("evidence", "gaps", mode="before")
     @classmethod
@@ -245,9 +264,11 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     evidence = state.get("evidence") or []
     draft = state.get("draft_answer") or ""
-    user = render_prompt(
-        "memr3", "answer", question=state["question"], evidence=bullets(evidence), draft=draft or "(none)"
-    )
+    shown = bullets(evidence)
+    snippets = state.get("memr3_snippets") or [] if ctx.memr3_answer_snippets else []
+    if snippets:  # memr3_answer_snippets: the router's evidence may have missed what the snippets say
+        shown += render_prompt("memr3", "answer_snippets", snippets=_snippet_lines(snippets))
+    user = render_prompt("memr3", "answer", question=state["question"], evidence=shown, draft=draft or "(none)")
     res = call_structured(
         get_chat_model(ctx), messages(None, user), AnswerReply, node="answer",
         method=ctx.structured_method, max_tokens=120,
@@ -259,7 +280,8 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     joined = "\n".join(evidence)
     # LoCoMo-style ids are found by pattern; ids of a foreign retriever are found by their brackets.
     evidence_ids = cited_ids(evidence) + [m for m in masks if not TURN_ID.fullmatch(m) and f"[{m}]" in joined]
-    chosen = [i for i in (reply.supports if reply else []) if i in evidence_ids] or evidence_ids
+    citable = set(evidence_ids) | {t for s in snippets for t in s["turn_ids"]}
+    chosen = [i for i in (reply.supports if reply else []) if i in citable] or evidence_ids
     supports = [i for i in chosen if i in set(masks)]
     grounded = not supports
     if grounded:  # our addition: no usable citation, so fall back to shown turns containing the answer

@@ -260,3 +260,27 @@ def test_supports_fall_back_to_shown_turns_containing_the_answer(ctx: Context) -
     out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
     assert out["supports"] == ["D1:1"]
     assert out["trace"][-1]["supports_from"] == "answer text found in shown turns"
+
+
+def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: Context) -> None:
+    model = scripted([route("answer"), ANSWER])
+    run_graph(graph, with_model(ctx, model), "ns", Q)
+    props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
+    for name in ("reasoning", "detailed_answer", "retrieval_query"):
+        string = next(b for b in props[name]["anyOf"] if b.get("type") == "string")
+        assert 0 < string["maxLength"] <= 300, name
+    assert props["evidence"]["maxItems"] == 6 and props["evidence"]["items"]["maxLength"] == 300
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_answer_snippets_setting(ctx: Context, on: bool) -> None:
+    # the router answers with evidence that misses the fact; only the snippets hold it
+    model = scripted([route("answer", evidence=["[D1:2] Bob plays violin"]), {"answer": "Pixel", "supports": ["D1:1"]}])
+    out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=on), "ns", Q)
+    prompt = str(model.calls[-1]["messages"][-1].content)
+    assert ("grey cat named Pixel" in prompt) is on  # spec default: evidence bullets and draft only
+    assert "D1:1" in state["masks"]
+    # a snippet's turn is taken as cited only when the snippets were shown; otherwise the citation is
+    # dropped and the supports come from the grounded fallback (shown turns containing the answer)
+    assert out["supports"] == ["D1:1"]
+    assert (out["trace"][-1].get("supports_from") is None) is on
