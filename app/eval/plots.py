@@ -25,22 +25,26 @@ def accuracy_vs_tokens(plt: Any, path: Path, summary: dict[str, Any], judged: bo
     key, label = ("J", "LLM-as-a-Judge J (%)") if judged else ("locomo_f1", "LoCoMo F1 (%)")
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     seen: set[Any] = set()
-    for method, s in summary.items():
+    at_level: dict[int, int] = {}  # labels of points at the same accuracy alternate above and below
+    colour = {m: f"C{i}" for i, m in enumerate(summary)}  # the same colour per method as in per_category
+    by_cost = sorted(summary.items(), key=lambda kv: float(kv[1]["overall"]["total_tokens"]))  # left to right
+    for method, s in by_cost:
         o = s["overall"]
         y = o.get(key)
         if y is None:
             continue
         x = max(float(o["total_tokens"]), 1.0)  # log axis: a run with no LLM call still gets a point
         src = o.get("token_source")
-        ax.scatter([x], [100 * y], marker=MARKERS.get(src, "x"), s=60)
+        ax.scatter([x], [100 * y], marker=MARKERS.get(src, "x"), s=60, color=colour[method])
         seen.add(src)
-        ax.annotate(method, (x, 100 * y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+        n = at_level[round(100 * y)] = at_level.get(round(100 * y), -1) + 1
+        ax.annotate(method, (x, 100 * y), textcoords="offset points", xytext=(5, 5 if n % 2 == 0 else -13), fontsize=9)
     ax.set_xscale("log")
     ax.set_xlabel("mean total tokens per question (prompt + completion, log scale)")
     ax.set_ylabel(label)
     ax.set_title("Accuracy vs. answering cost (categories 1-4)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_ylim(0, 100)
+    ax.set_ylim(-5, 110)  # room for the labels of points at 0 and 100
     if seen:  # the legend explains the markers (token source), not the methods (they are labelled)
         handles = [plt.Line2D([], [], marker=MARKERS.get(src, "x"), color="grey", linestyle="",
                               label=f"tokens: {src or 'no LLM call'}") for src in seen]
