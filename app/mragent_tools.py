@@ -112,18 +112,24 @@ def _events_listing(tc: ToolContext, event_ids: list[str], header: str) -> ToolR
             origins.append(o)
     res = ToolResult(text="")
     lines = [header]
-    for origin in origins:
-        if origin in tc.masks:
-            res.already_shown.append(origin)
-            continue
-        if len(res.shown_turns) >= cap:
-            break
-        line = tc.graph.raw_line(origin)
-        lines.append(line)
-        res.shown_turns.append(origin)
-        res.evidence.append(line)
-        tc.masks.add(origin)
+    _show_turns(tc, res, lines, origins, cap)
     return _finish(res, lines)
+
+
+def _show_turns(tc: ToolContext, res: ToolResult, lines: list[str], turn_ids: list[str], cap: int | None = None) -> None:
+    """Show each raw turn not yet in the masks (and mask it); name the masked ones as already shown.
+    Stops at the first unmasked turn once `cap` turns were shown."""
+    for tid in turn_ids:
+        if tid in tc.masks:
+            res.already_shown.append(tid)
+            continue
+        if cap is not None and len(res.shown_turns) >= cap:
+            break
+        line = tc.graph.raw_line(tid)
+        lines.append(line)
+        res.shown_turns.append(tid)
+        res.evidence.append(line)
+        tc.masks.add(tid)
 
 
 def _finish(res: ToolResult, lines: list[str]) -> ToolResult:
@@ -248,15 +254,7 @@ def query_event_context(args: EventContextArgs, tc: ToolContext) -> ToolResult:
         return origin
     res = ToolResult(text="")
     lines = [f"turns around {origin} (window {args.window}):"]
-    for tid in tc.graph.adjacent(origin, args.window):
-        if tid in tc.masks:
-            res.already_shown.append(tid)
-            continue
-        line = tc.graph.raw_line(tid)
-        lines.append(line)
-        res.shown_turns.append(tid)
-        res.evidence.append(line)
-        tc.masks.add(tid)
+    _show_turns(tc, res, lines, tc.graph.adjacent(origin, args.window))
     res.visible_ids.append(origin)
     return _finish(res, lines)
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -79,6 +80,43 @@ def question_fields(q: Question, answer: Any) -> dict[str, Any]:
     return {"id": q.id, "category": q.category_label,
             "locomo_f1": round(locomo_f1(answer, q.gold, q.category), 3),
             "answer_words": len(str(answer).split())}
+
+
+def question_row(q: Question, out: dict[str, Any], start: float, **fields: Any) -> dict[str, Any]:
+    """One cost-report row: identity and score, supports, the script's own `fields`, evidence recall over
+    the turns the method showed the model, and the seconds since `start`. Only ids: LoCoMo (CC BY-NC)
+    text, questions and golds included, stays out of the project."""
+    from app.trace import shown_turn_ids
+
+    return {
+        **question_fields(q, out["answer"]), "supports": out.get("supports") or [], **fields,
+        "evidence_recall": evidence_recall(q, shown_turn_ids(out.get("trace") or [])),
+        "seconds": round(time.monotonic() - start, 1),
+    }
+
+
+def usage_fields(usage: dict[str, Any]) -> dict[str, Any]:
+    """A question's LLM calls and tokens (total and per node) from the run's usage record."""
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    return {
+        "calls": usage.get("calls", 0), "prompt_tokens": prompt, "completion_tokens": completion,
+        "tokens": prompt + completion, "estimated_calls": usage.get("estimated_calls", 0),
+        "by_node": {k: {"calls": v["calls"], "tokens": v["prompt_tokens"] + v["completion_tokens"]}
+                    for k, v in (usage.get("by_node") or {}).items()},
+    }
+
+
+def report_identity(script: str, ctx: Any, args: argparse.Namespace, ws: Workspace, conv: Conversation,
+                    questions: list[Question], settings: Iterable[str]) -> dict[str, Any]:
+    """The report fields every cost script shares: command, model, embedder, slice and settings."""
+    return {
+        "command": command_line(script),
+        "model": model_label(ctx, args.scripted),
+        "embedder": type(ws.embeddings).__name__,
+        "slice": {"conversation": args.conv, "sessions": len(conv.sessions), "turns": len(conv.turns),
+                  "questions": [q.id for q in questions]},
+        "settings": {k: getattr(ctx, k) for k in settings},
+    }
 
 
 def evidence_recall(q: Question, shown: Iterable[str]) -> float:

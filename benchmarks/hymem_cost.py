@@ -25,15 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    command_line,
     cost_script_main,
-    evidence_recall,
     load_slice,
     make_workspace,
     mean_of,
-    model_label,
-    question_fields,
+    question_row,
     report_head,
+    report_identity,
+    usage_fields,
 )
 
 PAPER = {"tokens_per_question": 1540, "deep_share": 0.22, "model": "gpt-4.1-mini", "k": 10}
@@ -76,35 +75,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for q in questions:
         start = time.monotonic()
         out = ask(args.namespace, q.question, "hymem", ctx)
-        usage = out.get("usage") or {}
         trace = out.get("trace") or []
-        shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
-        rows.append({
-            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
-            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
-            "answered_by": next((r.get("answered_by") for r in trace if r["node"] == "answer"), None),
-            "deep": any(r["node"] == "deep" for r in trace),
-            "rounds": sum(r["node"] == "light" for r in trace),
-            "calls": usage.get("calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
-            "completion_tokens": usage.get("completion_tokens", 0),
-            "tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0),
-            "estimated_calls": usage.get("estimated_calls", 0),
-            "by_node": {k: {"calls": v["calls"], "tokens": v["prompt_tokens"] + v["completion_tokens"]}
-                        for k, v in (usage.get("by_node") or {}).items()},
-            "evidence_recall": evidence_recall(q, shown),
-            "seconds": round(time.monotonic() - start, 1),
-        })
+        rows.append(question_row(
+            q, out, start,
+            answered_by=next((r.get("answered_by") for r in trace if r["node"] == "answer"), None),
+            deep=any(r["node"] == "deep" for r in trace),
+            rounds=sum(r["node"] == "light" for r in trace),
+            **usage_fields(out.get("usage") or {}),
+        ))
 
     n = max(1, len(rows))
     return {
-        "command": command_line("hymem_cost.py"),
-        "model": model_label(ctx, args.scripted),
-        "embedder": type(ws.embeddings).__name__,
-        "slice": {"conversation": args.conv, "sessions": n_sessions, "turns": len(conv.turns),
-                  "questions": [q.id for q in questions]},
-        "settings": {k: getattr(ctx, k) for k in ("hymem_light_k", "hymem_deep_n", "hymem_deep_batch",
-                                                   "hymem_max_rounds", "hymem_deep_max_sessions",
-                                                   "max_prompt_tokens", "structured_method")},
+        **report_identity("hymem_cost.py", ctx, args, ws, conv, questions,
+                          ("hymem_light_k", "hymem_deep_n", "hymem_deep_batch", "hymem_max_rounds",
+                           "hymem_deep_max_sessions", "max_prompt_tokens", "structured_method")),
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,
             "calls_per_session": round(build.llm_calls / max(1, n_sessions), 2),

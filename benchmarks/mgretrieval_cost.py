@@ -25,15 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    command_line,
     cost_script_main,
-    evidence_recall,
     load_slice,
     make_workspace,
     mean_of,
     model_label,
-    question_fields,
+    question_row,
     report_head,
+    report_identity,
 )
 
 # Table 3 and §4.2 of the paper (main LLM Qwen2.5-14B; auxiliary GPT-4o-mini).
@@ -120,40 +119,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         usage = out.get("usage") or {}
         by_node = usage.get("by_node") or {}
         trace = out.get("trace") or []
-        shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
         aux = by_node.get("select_keywords", {})
         assess_u, rewrite_u = by_node.get("assess", {}), by_node.get("rewrite", {})
         sel = next((r for r in trace if r["node"] == "select_keywords"), {})
-        rows.append({
-            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
-            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
-            "keywords": sel.get("keywords", []),
-            "pyramid": next((r.get("pyramid") for r in trace if r["node"] == "build_pyramid"), []),
-            "rounds": sum(r["node"] == "assess" for r in trace),
-            "sufficient": any(r.get("sufficient") for r in trace if r["node"] == "assess"),
-            "aux_calls": aux.get("calls", 0), "aux_tokens": _tokens(aux),
-            "assess_calls": assess_u.get("calls", 0), "rewrite_calls": rewrite_u.get("calls", 0),
-            "main_calls": assess_u.get("calls", 0) + rewrite_u.get("calls", 0),
-            "main_tokens": _tokens(assess_u) + _tokens(rewrite_u),
-            "assess_tokens": _tokens(assess_u),
-            "estimated_calls": usage.get("estimated_calls", 0),
-            "evidence_recall": evidence_recall(q, shown),
-            "seconds": round(time.monotonic() - start, 1),
-        })
+        rows.append(question_row(
+            q, out, start,
+            keywords=sel.get("keywords", []),
+            pyramid=next((r.get("pyramid") for r in trace if r["node"] == "build_pyramid"), []),
+            rounds=sum(r["node"] == "assess" for r in trace),
+            sufficient=any(r.get("sufficient") for r in trace if r["node"] == "assess"),
+            aux_calls=aux.get("calls", 0), aux_tokens=_tokens(aux),
+            assess_calls=assess_u.get("calls", 0), rewrite_calls=rewrite_u.get("calls", 0),
+            main_calls=assess_u.get("calls", 0) + rewrite_u.get("calls", 0),
+            main_tokens=_tokens(assess_u) + _tokens(rewrite_u),
+            assess_tokens=_tokens(assess_u),
+            estimated_calls=usage.get("estimated_calls", 0),
+        ))
 
     ns = max(1, len(sessions))
     turns = sum(s["turns"] for s in sessions)
 
     return {
-        "command": command_line("mgretrieval_cost.py"),
-        "model": model_label(ctx, args.scripted),
+        **report_identity("mgretrieval_cost.py", ctx, args, ws, conv, questions,
+                          ("mg_depth", "mg_max_rounds", "mg_max_new_per_round", "mg_max_critical",
+                           "mg_keywords_per_memory", "mg_match_shortlist", "mg_match_min_sim",
+                           "mg_select_candidates", "max_prompt_tokens", "structured_method")),
         "aux_model": model_label(ctx, args.scripted, role="aux"),
-        "embedder": type(ws.embeddings).__name__,
-        "slice": {"conversation": args.conv, "sessions": len(conv.sessions), "turns": len(conv.turns),
-                  "questions": [q.id for q in questions]},
-        "settings": {k: getattr(ctx, k) for k in ("mg_depth", "mg_max_rounds", "mg_max_new_per_round", "mg_max_critical",
-                                                   "mg_keywords_per_memory", "mg_match_shortlist", "mg_match_min_sim",
-                                                   "mg_select_candidates", "max_prompt_tokens", "structured_method")},
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,
             "calls_per_session": round(build.llm_calls / ns, 2),

@@ -24,15 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
-    command_line,
     cost_script_main,
-    evidence_recall,
     load_slice,
     make_workspace,
     mean_of,
-    model_label,
-    question_fields,
+    question_row,
     report_head,
+    report_identity,
+    usage_fields,
 )
 
 PAPER = {"tokens_per_sample_longmemeval_s": 118_000, "seconds_per_sample_longmemeval_s": 586,
@@ -100,36 +99,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         start = time.monotonic()
         out = graph.invoke({"namespace": args.namespace, "question": q.question},
                            {"recursion_limit": recursion_limit(ctx)}, context=ctx)
-        usage = out.get("usage") or {}
         trace = out.get("trace") or []
-        shown = {t for r in trace for t in r.get("shown_turn_ids") or ()}
-        tool_calls = sum(r.get("executed", 0) for r in trace if r["node"] == "tools")
-        rows.append({
-            # Only ids: LoCoMo (CC BY-NC) text, questions and golds included, stays out of the project.
-            **question_fields(q, out["answer"]), "supports": out.get("supports") or [],
-            "rounds": sum(r["node"] == "navigate" for r in trace),
-            "forced_final": any(r["node"] == "answer" and r.get("forced") for r in trace),
-            "tool_calls": tool_calls,
-            "calls": usage.get("calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
-            "completion_tokens": usage.get("completion_tokens", 0),
-            "tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0),
-            "estimated_calls": usage.get("estimated_calls", 0),
-            "by_node": {k: {"calls": v["calls"], "tokens": v["prompt_tokens"] + v["completion_tokens"]}
-                        for k, v in (usage.get("by_node") or {}).items()},
-            "evidence_recall": evidence_recall(q, shown),
-            "seconds": round(time.monotonic() - start, 1),
-        })
+        rows.append(question_row(
+            q, out, start,
+            rounds=sum(r["node"] == "navigate" for r in trace),
+            forced_final=any(r["node"] == "answer" and r.get("forced") for r in trace),
+            tool_calls=sum(r.get("executed", 0) for r in trace if r["node"] == "tools"),
+            **usage_fields(out.get("usage") or {}),
+        ))
 
     tokens = build.prompt_tokens + build.completion_tokens
     return {
-        "command": command_line("mragent_cost.py"),
-        "model": model_label(ctx, args.scripted),
-        "embedder": type(ws.embeddings).__name__,
-        "slice": {"conversation": args.conv, "sessions": n_sessions, "turns": len(conv.turns),
-                  "questions": [q.id for q in questions]},
-        "settings": {k: getattr(ctx, k) for k in ("mra_max_rounds", "mra_max_calls_per_round", "mra_max_calls_total",
-                                                   "mra_preselect", "mra_tool_protocol", "mra_ingest_window_tokens",
-                                                   "max_prompt_tokens", "structured_method")},
+        **report_identity("mragent_cost.py", ctx, args, ws, conv, questions,
+                          ("mra_max_rounds", "mra_max_calls_per_round", "mra_max_calls_total", "mra_preselect",
+                           "mra_tool_protocol", "mra_ingest_window_tokens", "max_prompt_tokens",
+                           "structured_method")),
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,
             "calls_per_session": round(build.llm_calls / max(1, n_sessions), 2),
