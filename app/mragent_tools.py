@@ -105,11 +105,7 @@ def _events_listing(tc: ToolContext, event_ids: list[str], header: str) -> ToolR
     """Events one per origin, ranked by similarity to the question, capped, with masking applied."""
     cap = tc.cfg.mra_tool_event_cap
     ranked = tc.graph.rank_events(event_ids, tc.question)
-    origins: list[str] = []
-    for eid in ranked:
-        o = tc.graph.events[eid]["origin"]
-        if o not in origins:
-            origins.append(o)
+    origins = list(dict.fromkeys(tc.graph.events[eid]["origin"] for eid in ranked))
     res = ToolResult(text="")
     lines = [header]
     _show_turns(tc, res, lines, origins, cap)

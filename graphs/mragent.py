@@ -36,7 +36,7 @@ from app.ingest.mragent import (
 )
 from app.llm.lenient import StrList, Text
 from app.llm.models import get_chat_model
-from app.llm.structured import call_structured, invoke_counted, resolve_method
+from app.llm.structured import call_structured, invoke_counted, json_format_kwargs, resolve_method
 from app.llm.usage import estimate_tokens, merge_usage
 from app.mragent_tools import REGISTRY, ToolContext, error_result, execute, structured_tools, tool_catalog
 from app.prompts import load_prompt, render_prompt
@@ -168,17 +168,8 @@ class NavigateJSON(BaseModel):
 
 def _json_bound(model: Any, ctx: Context, schema: type[BaseModel], max_tokens: int) -> Any:
     """The model constrained to a JSON schema where the endpoint supports it (no tools bound)."""
-    method = resolve_method(model, ctx.structured_method)
-    js = schema.model_json_schema()
-    kw: dict[str, Any] = {"max_tokens": max_tokens}
-    if method == "json_schema":
-        kw["response_format"] = {"type": "json_schema",
-                                 "json_schema": {"name": schema.__name__, "schema": js, "strict": False}}
-    elif method == "json_object_schema":
-        kw["response_format"] = {"type": "json_object", "schema": js}
-    elif method == "json_mode":
-        kw["response_format"] = {"type": "json_object"}
-    return model.bind(**kw)
+    # function_calling binds no response format here: the JSON protocol reads the reply's text
+    return model.bind(max_tokens=max_tokens, **json_format_kwargs(schema, resolve_method(model, ctx.structured_method)))
 
 
 def json_objects(text: str) -> list[Any]:

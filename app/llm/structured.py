@@ -102,23 +102,24 @@ def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
     return schema.model_json_schema()
 
 
-def _bind(model: BaseChatModel, schema: type[BaseModel], method: str, max_tokens: int | None) -> Any:
-    kwargs: dict[str, Any] = {}
-    if max_tokens:
-        kwargs["max_tokens"] = max_tokens
-    js = _json_schema(schema)
+def json_format_kwargs(schema: type[BaseModel], method: str) -> dict[str, Any]:
+    """The `response_format` a JSON method sends (none for `function_calling` or an unknown method)."""
     if method == "json_schema":
-        kwargs["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": js, "strict": False},
-        }
-    elif method == "json_object_schema":
-        kwargs["response_format"] = {"type": "json_object", "schema": js}
-    elif method == "json_mode":
-        kwargs["response_format"] = {"type": "json_object"}
-    elif method == "function_calling":
-        tool = {"type": "function", "function": {"name": schema.__name__, "parameters": js}}
+        js = {"name": schema.__name__, "schema": _json_schema(schema), "strict": False}
+        return {"response_format": {"type": "json_schema", "json_schema": js}}
+    if method == "json_object_schema":
+        return {"response_format": {"type": "json_object", "schema": _json_schema(schema)}}
+    if method == "json_mode":
+        return {"response_format": {"type": "json_object"}}
+    return {}
+
+
+def _bind(model: BaseChatModel, schema: type[BaseModel], method: str, max_tokens: int | None) -> Any:
+    kwargs: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
+    if method == "function_calling":
+        tool = {"type": "function", "function": {"name": schema.__name__, "parameters": _json_schema(schema)}}
         return model.bind_tools([tool], tool_choice=schema.__name__, **kwargs)
+    kwargs.update(json_format_kwargs(schema, method))
     return model.bind(**kwargs) if kwargs else model
 
 
