@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.eval.report import pct
+
 # Each table: which of our metrics it compares ("metric"), its columns, its rows
 # (backbone, method, values) and which of our methods correspond to which paper row name.
 REFERENCE_TABLES: list[dict[str, Any]] = [
@@ -90,16 +92,13 @@ REFERENCE_TABLES: list[dict[str, Any]] = [
 ]
 
 
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.2f}"
-
 
 def _our_values(table: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     cats, overall = summary["categories"], summary["overall"]
     if table["metric"] == "J":
-        return [_pct(cats.get(c, {}).get("J")) for c in ("1", "2", "3", "4")] + [_pct(overall.get("J"))]
+        return [pct(cats.get(c, {}).get("J")) for c in ("1", "2", "3", "4")] + [pct(overall.get("J"))]
     if table["metric"] == "F1/BLEU":
-        return [_pct(overall.get("mem0_f1")), _pct(overall.get("bleu1"))]
+        return [pct(overall.get("mem0_f1")), pct(overall.get("bleu1"))]
     wall = overall.get("wall_time_s") or {}
     mean_wall = wall.get("mean")
     # Table 3 counts the main LLM only: the auxiliary keyword model's calls and tokens are left out

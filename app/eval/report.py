@@ -176,7 +176,7 @@ def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurr
 # --------------------------------------------------------------------------------------------- markdown
 
 
-def _pct(v: float | None) -> str:
+def pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f}"
 
 
@@ -191,8 +191,8 @@ _HEAD = ("n", "err", "J", "LoCoMo-F1", "set-F1", "BLEU-1", "ev. recall", "sess. 
 
 def _cells(s: dict[str, Any]) -> list[str]:
     w = s["wall_time_s"]
-    return [str(s["n"]), str(s["n_errors"]), _pct(s["J"]), _pct(s["locomo_f1"]), _pct(s["mem0_f1"]),
-            _pct(s["bleu1"]), _pct(s["evidence_recall"]), _pct(s["session_recall"]), _pct(s["support_recall"]),
+    return [str(s["n"]), str(s["n_errors"]), pct(s["J"]), pct(s["locomo_f1"]), pct(s["mem0_f1"]),
+            pct(s["bleu1"]), pct(s["evidence_recall"]), pct(s["session_recall"]), pct(s["support_recall"]),
             _num(s["retrieved_turns"]), _num(s["n_llm_calls"], "{:.2f}"), _num(s["prompt_tokens"], "{:.0f}"),
             _num(s["completion_tokens"], "{:.0f}"), _num(s["mg_tokens"], "{:.0f}"),
             _num(s["mg_tokens_main"], "{:.0f}"), _num(s["mg_tokens_aux"], "{:.0f}"), _num(w["mean"], "{:.2f}"),
@@ -211,13 +211,13 @@ def _cross_method(summary: dict[str, Any], with_adv: bool) -> list[str]:
     rows = []
     for method, s in summary.items():
         o = s["overall"]
-        row = [method, str(o["n"]), str(o["n_errors"]), _pct(o["J"]), _pct(o["J_macro"]), _pct(o["locomo_f1"]),
-               _pct(o["locomo_f1_macro"]), _pct(o["mem0_f1"]), _pct(o["bleu1"]), _pct(o["evidence_recall"]),
-               _pct(o["support_recall"]), _num(o["retrieved_turns"]), _num(o["n_llm_calls"], "{:.2f}"),
+        row = [method, str(o["n"]), str(o["n_errors"]), pct(o["J"]), pct(o["J_macro"]), pct(o["locomo_f1"]),
+               pct(o["locomo_f1_macro"]), pct(o["mem0_f1"]), pct(o["bleu1"]), pct(o["evidence_recall"]),
+               pct(o["support_recall"]), _num(o["retrieved_turns"]), _num(o["n_llm_calls"], "{:.2f}"),
                _num(o["total_tokens"], "{:.0f}"), _num(o["mg_tokens"], "{:.0f}"), _num(o["mg_tokens_aux"], "{:.0f}"),
                _num(o["wall_time_s"]["mean"], "{:.2f}"), o["token_source"] or "–"]
         if with_adv:
-            row.insert(7, _pct(o.get("locomo_f1_with_adversarial")))
+            row.insert(7, pct(o.get("locomo_f1_with_adversarial")))
         rows.append(row)
     return _table(head, rows)
 
