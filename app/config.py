@@ -81,6 +81,8 @@ class Context:
     """Runtime settings for one graph run (LangGraph `context_schema`)."""
 
     data_dir: str = _s("data_dir")
+    # The namespace read when a run's input names none: Studio's chat view sends only `messages`.
+    namespace: str = ""
     max_prompt_tokens: int = _s("llm_max_prompt_tokens")
     structured_method: StructuredMethod = _s("llm_structured_method")
     # Injected chat models (tests, applications). None = built from Settings.

@@ -1,8 +1,9 @@
 """The one state schema shared by every graph, with its reducers.
 
-Values are plain JSON (str, int, float, bool, list, dict) so checkpoints load without custom
-serializers and Studio renders an input form. Keys without a reducer are replaced by the last
-writer. Method-specific keys are optional and carry their method prefix.
+Values are plain JSON (str, int, float, bool, list, dict), plus LangChain messages in `messages`,
+so checkpoints load without custom serializers and Studio renders an input form and a chat view.
+Keys without a reducer are replaced by the last writer. Method-specific keys are optional and
+carry their method prefix.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, NotRequired
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 
@@ -31,11 +34,17 @@ def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict
     return merge_usage(left or {}, right or {})
 
 
-class InputState(TypedDict):
-    """What a caller passes in: the namespace to read and the question to answer."""
+class InputState(TypedDict, total=False):
+    """What a caller passes in: the namespace to read and the question to answer.
+
+    Chat clients (Studio's chat view, `create_agent`-style callers) may send `messages` instead of
+    `question`: the last human message is the question. `namespace` may be left out on a thread
+    that already has one, or when the `namespace` setting names it.
+    """
 
     namespace: str
     question: str
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 class OutputState(TypedDict, total=False):
@@ -48,12 +57,17 @@ class OutputState(TypedDict, total=False):
     critical_memories: list[dict[str, Any]]
     trace: list[dict[str, Any]]
     usage: dict[str, Any]
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 class MemoryState(TypedDict):
     # input
     namespace: str
     question: str
+    # the thread's conversation: every question and answer, kept across questions
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    # id of the human message the current question came from (tells a new chat message from an old one)
+    question_message_id: NotRequired[str | None]
     # retrieval and the evidence–gap tracker
     query: NotRequired[str | None]
     evidence: NotRequired[list[str]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
 from app.config import Context
@@ -26,6 +26,7 @@ from graphs.common import (
     grounded_supports,
     messages,
     snippet_source,
+    wire_question_lifecycle,
     workspace,
 )
 
@@ -98,16 +99,14 @@ def full_context_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[s
 rag_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
 rag_builder.add_node("retrieve", rag_retrieve)
 rag_builder.add_node("answer", rag_answer)
-rag_builder.add_edge(START, "retrieve")
 rag_builder.add_edge("retrieve", "answer")
-rag_builder.add_edge("answer", END)
+wire_question_lifecycle(rag_builder, "retrieve", "answer")
 rag = rag_builder.compile()
 rag.name = "rag"
 
 full_context_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState,
                                   output_schema=OutputState)
 full_context_builder.add_node("answer", full_context_answer)
-full_context_builder.add_edge(START, "answer")
-full_context_builder.add_edge("answer", END)
+wire_question_lifecycle(full_context_builder, "answer", "answer")
 full_context = full_context_builder.compile()
 full_context.name = "full_context"

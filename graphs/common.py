@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import re
+import types
+import typing
+import uuid
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 from pydantic import BaseModel, Field, field_validator
 
 from app.config import Context
 from app.ingest.chunks import chunk_index
 from app.llm.lenient import Text
 from app.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
-from app.memory.workspace import NamespaceError, Workspace, open_workspace
+from app.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
+from app.state import MemoryState
 
 NO_INFO = "No information available"
 TURN_ID = re.compile(r"\bD\d+:\d+\b")
@@ -103,3 +111,114 @@ class AnswerReply(BaseModel):
 def bullets(items: Iterable[str], empty: str = "(none)") -> str:
     lines = [f"- {x}" for x in items if x and x.strip()]
     return "\n".join(lines) if lines else empty
+
+
+# --- the question lifecycle: one thread holds a conversation of questions -----------------------
+
+# Keys that belong to the thread, not to one question: everything else in MemoryState is reset when
+# a new question starts, so a key a method adds later is reset without anyone listing it here.
+THREAD_KEYS = frozenset({"namespace", "question", "messages", "question_message_id"})
+
+
+def _empty_value(hint: Any) -> tuple[Any, bool]:
+    """(fresh value, has a reducer) for one state annotation: None for optionals, else an empty value."""
+    reducer = False
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is typing.Annotated:
+            reducer = reducer or any(callable(m) for m in hint.__metadata__)
+            hint = hint.__origin__
+        elif origin in (typing.NotRequired, typing.Required):
+            hint = typing.get_args(hint)[0]
+        else:
+            break
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        return None, reducer
+    base = origin or hint
+    for kind, empty in ((list, list), (dict, dict), (bool, bool), (int, int), (float, float), (str, str)):
+        if isinstance(base, type) and issubclass(base, kind):
+            return empty(), reducer
+    return None, reducer
+
+
+@lru_cache(maxsize=1)
+def per_question_fields() -> dict[str, tuple[Any, bool]]:
+    """Every per-question key of `MemoryState` with its fresh value and whether it has a reducer."""
+    hints = typing.get_type_hints(MemoryState, include_extras=True)
+    return {key: _empty_value(hint) for key, hint in hints.items() if key not in THREAD_KEYS}
+
+
+def fresh_question_fields() -> dict[str, Any]:
+    """An update that resets every per-question key; reducer keys get `Overwrite` so they empty."""
+    out: dict[str, Any] = {}
+    for key, (value, reducer) in per_question_fields().items():
+        value = type(value)() if isinstance(value, list | dict) else value  # never share a mutable
+        out[key] = Overwrite(value) if reducer else value
+    return out
+
+
+def _message_text(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content or []]
+    return " ".join(x for x in parts if x)
+
+
+def start_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Start a new question on the thread: resolve question and namespace, reset per-question keys.
+
+    The question is a human message the caller just sent (the last message, not yet answered), else
+    the `question` input, which is then added to `messages` so the thread reads as a conversation.
+    """
+    history = list(state.get("messages") or [])
+    last = history[-1] if history else None
+    update: dict[str, Any] = fresh_question_fields()
+    new_chat_message = (
+        isinstance(last, HumanMessage) and bool(_message_text(last).strip())
+        and last.id is not None and last.id != state.get("question_message_id")
+    )
+    if new_chat_message:
+        question = _message_text(last).strip()
+        message_id = last.id
+    else:
+        question = (state.get("question") or "").strip()
+        if not question:
+            raise ValueError("the question is empty: pass `question`, or a human message in `messages`")
+        asked = HumanMessage(content=question, id=f"question-{uuid.uuid4().hex}")
+        update["messages"] = [asked]
+        message_id = asked.id
+    namespace = state.get("namespace") or runtime.context.namespace
+    if not namespace:
+        raise NamespaceError("no namespace: pass `namespace` in the input or set the `namespace` setting")
+    validate_namespace(namespace)
+    update.update(question=question, namespace=namespace, question_message_id=message_id)
+    return update
+
+
+def finish_question(state: MemoryState) -> dict[str, Any]:
+    """Append the answer to the thread's conversation, its supports in the message's metadata."""
+    answer = state.get("answer") or NO_INFO
+    supports = list(state.get("supports") or [])
+    reply = AIMessage(content=answer, response_metadata={"supports": supports},
+                      additional_kwargs={"supports": supports})
+    return {"messages": [reply]}
+
+
+def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str]) -> None:
+    """Add `start_question` (START -> start_question -> first) and `finish_question`
+    (each of `last` -> finish_question -> END) to a graph builder.
+
+    Call it instead of `add_edge(START, first)` and the `add_edge(x, END)` edges. A router that
+    can end the run (a conditional edge whose targets include END) must name "finish_question"
+    instead of END, so every answer reaches the thread's `messages`.
+    """
+    builder.add_node("start_question", start_question)
+    builder.add_node("finish_question", finish_question)
+    builder.add_edge(START, "start_question")
+    builder.add_edge("start_question", first)
+    for node in [last] if isinstance(last, str) else last:
+        builder.add_edge(node, "finish_question")
+    builder.add_edge("finish_question", END)

@@ -38,7 +38,8 @@ def test_graph_inside_an_lcel_chain(data_dir: str) -> None:
 
 def test_graph_as_a_tool(data_dir: str) -> None:
     ctx = _ctx(data_dir)
-    tool = graph.bind(context=ctx).as_tool(name="recall", description="Answer from the user's dialogue memory")
+    tool = graph.bind(context=ctx).as_tool(name="recall", description="Answer from the user's dialogue memory",
+                                           arg_types={"namespace": str, "question": str})
     out = tool.invoke({"namespace": "app", "question": "What is Ann's cat called?"})
     assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
     assert set(tool.args) >= {"namespace", "question"}

@@ -1,0 +1,105 @@
+"""A thread holds a conversation: each new question starts its per-question fields fresh, reads
+its question from `question` or from the last human message, and ends with an AI message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import StateGraph
+
+from app.config import Context
+from app.ingest.pipeline import ingest_conversation
+from app.llm.scripted import scripted
+from app.runner import load_graph, sqlite_checkpointer
+from app.state import MemoryState
+from graphs.common import fresh_question_fields, per_question_fields, wire_question_lifecycle
+from tests.unit.helpers import make_conversation
+
+CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
+
+
+def _answers(msgs: list[Any], kw: dict[str, Any]) -> Any:
+    prompt = "\n".join(str(m.content) for m in msgs)
+    name, ids = ("Rex", ["D1:2"]) if "dog" in prompt.split("Question")[-1] else ("Pixel", ["D1:1"])
+    return {"answer": name, "supports": ids}
+
+
+@pytest.fixture
+def ctx(data_dir: str) -> Context:
+    ingest_conversation(CONV, "life", Context(data_dir=data_dir), methods=["memr3"])
+    return Context(data_dir=data_dir, chat_model=scripted(default=_answers))
+
+
+def test_every_state_key_but_the_thread_keys_is_reset() -> None:
+    keys = set(per_question_fields())
+    assert {"iteration", "masks", "evidence", "gaps", "trace", "usage", "answer", "supports"} <= keys
+    assert {k for k in MemoryState.__annotations__ if k.startswith(("memr3_", "mra_", "hymem_", "mg_"))} <= keys
+    assert not keys & {"namespace", "question", "messages"}
+    fresh = fresh_question_fields()
+    assert fresh["iteration"] == 0 and fresh["evidence"] == [] and fresh["query"] is None
+    assert type(fresh["masks"]).__name__ == "Overwrite"  # a reducer key needs Overwrite to empty
+
+
+@pytest.mark.parametrize("method", ["rag", "full_context"])
+def test_two_questions_on_one_thread(ctx: Context, method: str) -> None:
+    g = load_graph(method).builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    first = g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
+    second = g.invoke({"question": "And Bob's dog?"}, config, context=ctx)  # namespace from the thread
+    assert first["answer"] == "Pixel" and second["answer"] == "Rex"
+    values = g.get_state(config).values
+    assert values["question"] == "And Bob's dog?" and values["supports"] == ["D1:2"]
+    # per-question fields start fresh: one question's trace and usage, not the sum of both
+    assert sum(r["node"].endswith("_answer") for r in values["trace"]) == 1
+    assert values["usage"]["calls"] == 1
+    conversation = [(type(m).__name__, m.content) for m in values["messages"]]
+    assert conversation == [("HumanMessage", "What is Ann's cat called?"), ("AIMessage", "Pixel"),
+                            ("HumanMessage", "And Bob's dog?"), ("AIMessage", "Rex")]
+    assert values["messages"][-1].response_metadata["supports"] == ["D1:2"]
+
+
+def test_chat_messages_are_the_question(ctx: Context) -> None:
+    g = load_graph("rag").builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "chat"}}
+    chat_ctx = ctx.with_overrides(namespace="life")  # Studio's chat view sends only messages
+    out = g.invoke({"messages": [HumanMessage("What is Ann's cat called?")]}, config, context=chat_ctx)
+    assert out["answer"] == "Pixel" and isinstance(out["messages"][-1], AIMessage)
+    out = g.invoke({"messages": [HumanMessage("what about Bob's dog?")]}, config, context=chat_ctx)
+    assert out["answer"] == "Rex"
+    assert [m.content for m in out["messages"]] == ["What is Ann's cat called?", "Pixel", "what about Bob's dog?", "Rex"]
+    # a later explicit question is not mistaken for the already-answered chat message
+    out = g.invoke({"question": "Ann's cat?"}, config, context=chat_ctx)
+    assert out["answer"] == "Pixel" and out["messages"][-2].content == "Ann's cat?"
+
+
+def test_missing_question_and_namespace_are_clear_errors(ctx: Context) -> None:
+    g = load_graph("rag")
+    with pytest.raises(ValueError, match="question is empty"):
+        g.invoke({"namespace": "life"}, context=ctx)
+    with pytest.raises(ValueError, match="no namespace"):
+        g.invoke({"question": "cat?"}, context=ctx)
+
+
+def test_reset_survives_the_sqlite_checkpointer(ctx: Context) -> None:
+    g = load_graph("rag").builder.compile(checkpointer=sqlite_checkpointer(ctx.data_dir))
+    config = {"configurable": {"thread_id": "sq"}}
+    g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
+    g.invoke({"namespace": "life", "question": "And Bob's dog?"}, config, context=ctx)
+    values = g.get_state(config).values
+    assert values["masks"] == [t for s in values["retrieved"] for t in s["turn_ids"]]
+    assert len(values["messages"]) == 4
+
+
+def test_several_last_nodes_all_reach_finish_question() -> None:
+    builder = StateGraph(MemoryState, context_schema=Context)
+    builder.add_node("a", lambda s: {"answer": "A"})
+    builder.add_node("b", lambda s: {"answer": "B"})
+    builder.add_conditional_edges("a", lambda s: "b" if "b" in s["question"] else "finish_question")
+    wire_question_lifecycle(builder, "a", ["b"])
+    g = builder.compile()
+    assert g.invoke({"namespace": "x", "question": "go b"})["messages"][-1].content == "B"
+    assert g.invoke({"namespace": "x", "question": "stop"})["messages"][-1].content == "A"
+
