@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import json_repair
 from langchain_core.messages import BaseMessage, HumanMessage
+
+from app.llm.structured import json_objects
 
 JUDGE_PROMPT_VERSION = "judge_v1"
 JUDGE_PROMPT_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / f"{JUDGE_PROMPT_VERSION}.md"
 MAX_ATTEMPTS = 3
 LABELS = ("CORRECT", "WRONG")
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
-_OBJECT = re.compile(r"\{.*\}", re.S)
 _STANDALONE = re.compile(r"\b(CORRECT|WRONG)\b")  # case-sensitive on purpose: prose "correct" is no label
 
 
@@ -64,7 +63,7 @@ def parse_judge_reply(text: str) -> tuple[str | None, str | None]:
 
     A reply that names both labels outside a JSON `label` is unreadable, as the prompt forbids it.
     """
-    for obj in _json_candidates(text):
+    for obj in json_objects(text):
         if isinstance(obj, dict) and isinstance(obj.get("label"), str):
             label = obj["label"].strip().upper()
             if label in LABELS:
@@ -74,27 +73,6 @@ def parse_judge_reply(text: str) -> tuple[str | None, str | None]:
     if len(found) == 1:
         return found.pop(), None
     return None, None
-
-
-def _json_candidates(text: str) -> list[Any]:
-    pieces = [m.strip() for m in _FENCE.findall(text)]
-    pieces.append(text.strip())
-    if m := _OBJECT.search(text):
-        pieces.append(m.group(0))
-    out: list[Any] = []
-    for piece in pieces:
-        if not piece:
-            continue
-        try:
-            out.append(json.loads(piece))
-            continue
-        except ValueError:
-            pass
-        try:
-            out.append(json_repair.loads(piece))
-        except Exception:  # json-repair is best effort; an unreadable piece is just skipped
-            continue
-    return out
 
 
 def _content_text(message: Any) -> str:

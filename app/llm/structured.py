@@ -1,7 +1,7 @@
 """One structured-output helper for every node.
 
 `call_structured` sends the messages with the structured-output method the endpoint supports,
-extracts JSON leniently (code fences, surrounding prose, small syntax slips via json-repair),
+extracts JSON leniently with `json_objects` (the one JSON extractor of the project) (code fences, surrounding prose, small syntax slips via json-repair),
 validates it with a pydantic model, retries once showing the model its validation error, and
 otherwise reports failure so the caller applies its documented fallback and records it in the
 trace. Every call's usage is counted, retries and failed parses included.
@@ -51,29 +51,56 @@ class StructuredResult(Generic[T]):
         return {"fallback": True, "error": (self.error or "")[:500], "raw": self.raw[:300]}
 
 
-def extract_json(text: str) -> Any:
-    """Best-effort JSON from a model reply: fenced block, first {...}/[...] span, then json-repair."""
+def json_objects(text: str) -> list[Any]:
+    """Every top-level JSON object or array in a model reply, in order: the project's one JSON extractor.
+
+    Code fences and surrounding prose are skipped (each `{` or `[` is tried as the start of a JSON
+    value). When nothing parses, json-repair gets one try on the fenced block or the text from the
+    first bracket, which rescues single quotes, trailing commas and replies cut at the token cap.
+    """
+    out: list[Any] = []
     if not text or not text.strip():
-        raise ValueError("empty reply")
-    candidates: list[str] = [m.strip() for m in _FENCE.findall(text)]
-    stripped = text.strip()
-    candidates.append(stripped)
-    starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
+        return out
+    decoder = json.JSONDecoder()
+    i, n = 0, len(text)
+    while i < n:
+        starts = [k for k in (text.find("{", i), text.find("[", i)) if k >= 0]
+        if not starts:
+            break
+        j = min(starts)
+        try:
+            obj, end = decoder.raw_decode(text, j)
+        except json.JSONDecodeError:
+            i = j + 1
+            continue
+        if isinstance(obj, dict | list):
+            out.append(obj)
+        i = end
+    if out:
+        return out
+    candidates = [m.strip() for m in _FENCE.findall(text)]
+    starts = [k for k in (text.find("{"), text.find("[")) if k >= 0]
     if starts:
-        start = min(starts)
-        end = max(stripped.rfind("}"), stripped.rfind("]"))
-        if end > start:
-            candidates.append(stripped[start : end + 1])
+        candidates.append(text[min(starts):])
     for cand in candidates:
         try:
-            return json.loads(cand)
-        except (json.JSONDecodeError, ValueError):
+            repaired = json_repair.loads(cand)
+        except Exception:  # json-repair is best effort; an unreadable piece is just skipped
             continue
-    for cand in candidates:
-        repaired = json_repair.loads(cand)
-        if repaired not in ("", None, [], {}) or cand.strip() in ("{}", "[]"):
-            return repaired
-    raise ValueError("no JSON object found in the reply")
+        if isinstance(repaired, dict | list) and (repaired or cand.strip() in ("{}", "[]")):
+            out.append(repaired)
+            break
+    return out
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value a reply carries: its first object, else its first array (see `json_objects`)."""
+    if not text or not text.strip():
+        raise ValueError("empty reply")
+    found = json_objects(text)
+    if not found:
+        raise ValueError("no JSON object found in the reply")
+    return next((obj for obj in found if isinstance(obj, dict)), found[0])
 
 
 def resolve_method(model: BaseChatModel, method: str) -> str:

@@ -11,7 +11,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from app.config import Context
 from app.memory.workspace import NamespaceError
-from graphs.mragent import NavigateJSON, graph, map_supports, parse_reply
+from app.mragent.protocol import parse_reply
+from app.mragent.schemas import NavigateJSON
+from graphs.mragent import graph, map_supports
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
@@ -163,7 +165,8 @@ def test_protocol_equivalence(base: Context) -> None:
         state, updates = run(q(base, qm, mra_tool_protocol=proto))
         pending = of(updates, "route")[0]["mra_pending_calls"]
         after_tools = of(updates, "tools")[0]
-        results.append((pending, after_tools["mra_tool_log"], sorted(after_tools["masks"]), after_tools["evidence"],
+        rendered = of(updates, "navigate")[1]  # the results are masked once the next prompt renders them
+        results.append((pending, after_tools["mra_tool_log"], sorted(rendered["masks"]), rendered["evidence"],
                         sorted(after_tools["mra_seen_cues"]), state["mra_calls_total"], state["answer"]))
         if proto == "native":
             assert {t.name for t in qm.model.calls[1]["kwargs"]["tools"]} >= {n for n, _ in INTENT}
@@ -333,7 +336,10 @@ def test_output_contract_and_trace(base: Context) -> None:
     nodes = [r["node"] for r in state["trace"]]
     assert nodes == ["extract_cues", "seed", "navigate", "route", "tools", "navigate", "route", "answer"]
     tools_rec = next(r for r in state["trace"] if r["node"] == "tools")
-    assert tools_rec["shown_turn_ids"] and tools_rec["results"][0]["call"].startswith("query_event_context")
+    assert tools_rec["results"][0]["call"].startswith("query_event_context")
+    returned = tools_rec["results"][0]["returned"]
+    second_nav = [r for r in state["trace"] if r["node"] == "navigate"][1]
+    assert returned and set(returned) <= set(second_nav["shown_turn_ids"])  # shown when rendered, not when returned
     assert state["usage"]["calls"] == 3
 
 

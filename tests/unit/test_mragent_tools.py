@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from app.config import Context
-from app.ingest.mragent import CueTagGraph, cue_norm
+from app.ingest.mragent import cue_norm
 from app.memory.workspace import open_workspace
-from app.mragent_tools import REGISTRY, ToolContext, execute, structured_tools
+from app.mragent.store import CueTagGraph
+from app.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 from tests.unit.mragent_fakes import ingest, ingest_model
 
 PAPER_NAMES = {

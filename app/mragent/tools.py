@@ -8,7 +8,10 @@ namespace, which is what `bind_tools` advertises in the native protocol.
 
 Masking rule (spec §3.4): a result never repeats the raw text of a turn already in `masks`; such
 turns are listed by id under `already_shown`. Persona facts and topics are derived text, not
-masked. See specs/methods/mragent.md §3.4.
+masked. A tool does not mask what it returns: a turn joins `masks` only when the navigate or
+final prompt actually renders its line (app.mragent.prompting), so a result cut for lack of room
+can be shown again later. Within one `tools` round the context remembers what earlier calls
+returned, so two calls of a round never return the same turn twice. See specs/methods/mragent.md §3.4.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.config import Context
-from app.ingest.mragent import EVENTS_KIND, TOPIC_ID, CueTagGraph, cue_norm, cue_tokens, turn_of
+from app.ingest.mragent import EVENTS_KIND, TOPIC_ID, cue_norm, cue_tokens, turn_of
 from app.memory.embeddings import cosine_matrix
+from app.mragent.store import CueTagGraph
 from app.prompts import load_prompt
 
 TAGS_PER_CUE = 10
@@ -35,13 +39,16 @@ class ToolContext:
 
     graph: CueTagGraph
     question: str
-    masks: set[str] = field(default_factory=set)
+    masks: set[str] = field(default_factory=set)  # rendered before this round, plus returned in this round
     seen_cues: set[str] = field(default_factory=set)  # normalised cue forms
     cfg: Context = field(default_factory=Context)
 
 
 @dataclass
 class ToolResult:
+    """One call's result. `parts` is its text line by line, each raw-turn line tagged with its turn id,
+    so a renderer can show it turn by turn and mask only the turns it showed."""
+
     text: str
     result_ids: list[str] = field(default_factory=list)  # ids the result names
     shown_turns: list[str] = field(default_factory=list)  # raw turns shown (→ masks, evidence)
@@ -50,6 +57,11 @@ class ToolResult:
     cues: list[str] = field(default_factory=list)  # normalised cues returned (→ mra_seen_cues)
     already_shown: list[str] = field(default_factory=list)
     error: str | None = None
+    parts: list[tuple[str, str | None]] = field(default_factory=list)  # (line, turn id of a raw-turn line)
+
+    def __post_init__(self) -> None:
+        if not self.parts and self.text:
+            self.parts = [(self.text, None)]
 
 
 def error_result(message: str) -> ToolResult:
@@ -107,14 +119,15 @@ def _events_listing(tc: ToolContext, event_ids: list[str], header: str) -> ToolR
     ranked = tc.graph.rank_events(event_ids, tc.question)
     origins = list(dict.fromkeys(tc.graph.events[eid]["origin"] for eid in ranked))
     res = ToolResult(text="")
-    lines = [header]
+    lines: list[tuple[str, str | None]] = [(header, None)]
     _show_turns(tc, res, lines, origins, cap)
     return _finish(res, lines)
 
 
-def _show_turns(tc: ToolContext, res: ToolResult, lines: list[str], turn_ids: list[str], cap: int | None = None) -> None:
-    """Show each raw turn not yet in the masks (and mask it); name the masked ones as already shown.
-    Stops at the first unmasked turn once `cap` turns were shown."""
+def _show_turns(tc: ToolContext, res: ToolResult, lines: list[tuple[str, str | None]], turn_ids: list[str],
+                cap: int | None = None) -> None:
+    """Return each raw turn not yet in the masks (remembered for the rest of the round); name the
+    masked ones as already shown. Stops at the first unmasked turn once `cap` turns were returned."""
     for tid in turn_ids:
         if tid in tc.masks:
             res.already_shown.append(tid)
@@ -122,20 +135,21 @@ def _show_turns(tc: ToolContext, res: ToolResult, lines: list[str], turn_ids: li
         if cap is not None and len(res.shown_turns) >= cap:
             break
         line = tc.graph.raw_line(tid)
-        lines.append(line)
+        lines.append((line, tid))
         res.shown_turns.append(tid)
         res.evidence.append(line)
         tc.masks.add(tid)
 
 
-def _finish(res: ToolResult, lines: list[str]) -> ToolResult:
+def _finish(res: ToolResult, lines: list[tuple[str, str | None]]) -> ToolResult:
     if not res.shown_turns and len(lines) == 1 and not res.already_shown:
-        lines.append("(no events)")
+        lines.append(("(no events)", None))
     elif not res.shown_turns and res.already_shown:
-        lines.append("(no new events)")
+        lines.append(("(no new events)", None))
     if res.already_shown:
-        lines.append("already_shown: " + ", ".join(res.already_shown))
-    res.text = "\n".join(lines)
+        lines.append(("already_shown: " + ", ".join(res.already_shown), None))
+    res.parts = list(lines)
+    res.text = "\n".join(line for line, _ in lines)
     res.result_ids = [*res.shown_turns, *res.already_shown, *res.result_ids]
     res.visible_ids = list(dict.fromkeys([*res.visible_ids, *res.shown_turns, *res.already_shown]))
     return res
@@ -241,6 +255,7 @@ def query_event_keywords(args: EventIdArgs, tc: ToolContext) -> ToolResult:
     if len(lines) == 1:
         lines.append("(no unseen cues)")
     res.text = "\n".join(lines)
+    res.parts = [(res.text, None)]
     return res
 
 
@@ -249,7 +264,7 @@ def query_event_context(args: EventContextArgs, tc: ToolContext) -> ToolResult:
     if isinstance(origin, ToolResult):
         return origin
     res = ToolResult(text="")
-    lines = [f"turns around {origin} (window {args.window}):"]
+    lines: list[tuple[str, str | None]] = [(f"turns around {origin} (window {args.window}):", None)]
     _show_turns(tc, res, lines, tc.graph.adjacent(origin, args.window))
     res.visible_ids.append(origin)
     return _finish(res, lines)
@@ -381,4 +396,5 @@ def structured_tools(ctx: Context, namespace: str, question: str = "") -> list[A
     ]
 
 
-__all__ = ["EVENTS_KIND", "REGISTRY", "ToolContext", "ToolResult", "execute", "structured_tools", "tool_catalog"]
+__all__ = ["EVENTS_KIND", "REGISTRY", "ToolContext", "ToolResult", "error_result", "execute", "structured_tools",
+           "tool_catalog"]
