@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import types
 import typing
 import uuid
@@ -19,12 +18,14 @@ from pydantic import BaseModel, Field, field_validator
 from app.config import Context
 from app.ingest.chunks import chunk_index
 from app.llm.lenient import Text
+from app.llm.structured import extract_json
 from app.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from app.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
 from app.state import MemoryState
+from app.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 
 NO_INFO = "No information available"
-TURN_ID = re.compile(r"\bD\d+:\d+\b")
+TURN_ID = LOCOMO_ID  # LoCoMo-shaped ids only; graphs match ids of any shape with app.turn_ids.TurnIdMatcher
 
 
 def workspace(ctx: Context) -> Workspace:
@@ -46,13 +47,42 @@ def snippet_source(ctx: Context, namespace: str) -> SnippetSource:
     return MaskedRetriever(index, candidate_k=ctx.memr3_candidate_k, rerank=ctx.memr3_rerank)
 
 
-def cited_ids(texts: Iterable[str]) -> list[str]:
-    """Turn ids cited in free text, in first-seen order."""
+def cited_ids(texts: Iterable[str], known: Iterable[str] | None = None) -> list[str]:
+    """Turn ids cited in free text, in first-seen order: any of `known`, else LoCoMo-shaped ids."""
+    if known is not None:
+        return TurnIdMatcher(known).find(list(texts))
     seen: dict[str, None] = {}
     for text in texts:
         for tid in TURN_ID.findall(text or ""):
             seen.setdefault(tid, None)
     return list(seen)
+
+
+_NO_INFO_FORMS = frozenset({"no information available", "no information", "not mentioned", "unknown", "none",
+                            "n/a", "not available", "no answer", "not specified", "not enough information"})
+
+
+def is_no_info(text: str | None) -> bool:
+    """An empty answer, or one that only says the memory does not hold it."""
+    norm = " ".join((text or "").lower().split()).strip(" .!\"'")
+    return not norm or norm in _NO_INFO_FORMS or norm.startswith("no information available")
+
+
+def clean_answer(text: str | None) -> str:
+    """An answer fit to show the user: a reply that is only JSON gives its "answer" text, or nothing.
+
+    A small model that fails validation often leaves a JSON object (`{"answer": ""}`, or one with
+    the answer under another key) as its raw text; that object is never an answer itself.
+    """
+    out = (text or "").strip()
+    if not out.startswith(("{", "[", "```")):
+        return out
+    try:
+        data = extract_json(out)
+    except ValueError:
+        return ""
+    inner = data.get("answer") if isinstance(data, dict) else None
+    return clean_answer(inner) if isinstance(inner, str) and not inner.strip().startswith(("{", "[")) else ""
 
 
 def critical_from_turns(ctx: Context, namespace: str, ids: Iterable[str], fallback: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -101,11 +131,7 @@ class AnswerReply(BaseModel):
     @field_validator("supports", mode="before")
     @classmethod
     def _ids(cls, v: Any) -> Any:
-        if v is None:
-            return []
-        if isinstance(v, str):
-            return cited_ids([v])
-        return [str(x) for x in v]
+        return id_items(v)  # "[D1:1]", "bob-q1", "D1:1, D1:2": graphs match them to the ids shown
 
 
 def bullets(items: Iterable[str], empty: str = "(none)") -> str:

@@ -8,10 +8,16 @@ START → retrieve → router ─┬─ retrieve → router …
 Budgets (iteration cap, reflect-streak cap, retrieval-opportunity check) are enforced here, in
 code, and announced to the model through the decision directive and the JSON schema's enum.
 See specs/methods/memr3.md.
+
+Three settings make the answer rest on what the loop saw rather than only on the router's notes
+(each one value away from the spec): `memr3_answer_snippets` shows the answer call the turns,
+`memr3_keep_cited_evidence` keeps cited evidence the router dropped, and
+`memr3_prefer_grounded_draft` keeps a grounded draft over "No information available".
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -25,20 +31,24 @@ from app.llm.usage import estimate_tokens
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
+from app.turn_ids import TurnIdMatcher
 from graphs.common import (
     NO_INFO,
-    TURN_ID,
     AnswerReply,
     bullets,
-    cited_ids,
+    clean_answer,
     critical_from_turns,
     grounded_supports,
+    is_no_info,
     messages,
     snippet_source,
+    workspace,
 )
 
 DECISIONS = ("retrieve", "reflect", "answer")
-BUDGET_NOTE = "iteration budget reached"
+# Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets
+# the router write 6, so the tracker stays within about twice the spec's size.
+MAX_CARRIED_EVIDENCE = 6
 
 
 def _list_cap(items: int, chars: int) -> dict[str, Any]:
@@ -119,6 +129,14 @@ def _snippet_lines(snippets: list[dict[str, Any]]) -> str:
     return "\n".join(s["text"] for s in snippets) if snippets else "(no new snippets)"
 
 
+def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
+    """Old bullets citing a shown turn that no new bullet cites (the router dropped them), newest kept."""
+    matcher = TurnIdMatcher(masks)
+    covered = set(matcher.find(new))
+    carried = [b for b in old if b not in new and (ids := matcher.find(b)) and not set(ids) <= covered]
+    return carried[:MAX_CARRIED_EVIDENCE]
+
+
 # --- nodes -------------------------------------------------------------------------------------
 
 
@@ -196,18 +214,19 @@ def router(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     gaps = list(state.get("gaps") or [])
     reply = res.value
     note: dict[str, Any] = {}
+    carried: list[str] = []
     if reply is not None:
-        evidence, gaps = reply.evidence, reply.gaps
+        if ctx.memr3_keep_cited_evidence:
+            carried = _carry_cited(evidence, reply.evidence, state.get("masks") or [])
+        evidence, gaps = reply.evidence + carried, reply.gaps
         decision = reply.decision if reply.decision in DECISIONS else "reflect"
         if reply.decision not in DECISIONS:
             note["unknown_decision"] = reply.decision
     else:
         decision = "retrieve" if _opportunity(state, ctx) else "answer"
         note = res.failure_note()
-    if forced:
+    if forced:  # on the budget call `forced` is "answer", so the iteration cap needs no second check
         decision = forced
-    if iteration + 1 >= ctx.memr3_max_iterations and decision != "answer":  # safety net
-        decision, gaps = "answer", [BUDGET_NOTE]
 
     update: dict[str, Any] = {
         "iteration": iteration + 1,
@@ -240,6 +259,7 @@ def router(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         gaps=gaps,
         n_evidence=len(evidence),
         n_gaps=len(gaps),
+        carried_evidence=carried,
         **note,
     )
     return update
@@ -260,38 +280,110 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+# Words too common to show that a draft rests on what was retrieved.
+_COMMON = frozenset({
+    "the", "and", "was", "were", "that", "this", "with", "for", "from", "her", "his", "she", "they", "them",
+    "their", "has", "had", "have", "not", "are", "about", "after", "before", "into", "also", "then", "than",
+    "did", "does", "when", "where", "who", "what",
+})
+
+
+def _grounded(text: str, sources: list[str]) -> bool:
+    """At least half of the draft's content words occur in the texts the loop was shown."""
+    words = {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON}
+    if not words:
+        return False
+    seen = set(_WORD.findall(" ".join(sources).lower()))
+    return 2 * len(words & seen) >= len(words)
+
+
+def _router_fell_back(state: MemoryState) -> bool:
+    routers = [r for r in state.get("trace") or [] if r.get("node") == "router"]
+    return bool(routers and routers[-1].get("fallback"))
+
+
+def _answer_turns(state: MemoryState, ctx: Context, evidence_ids: list[str], budget: int) -> list[tuple[list[str], str]]:
+    """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them."""
+    out: list[tuple[list[str], str]] = []
+    used = 0
+    for snippet in state.get("memr3_snippets") or []:
+        cost = estimate_tokens(snippet["text"])
+        if out and used + cost > budget:
+            break
+        out.append((list(snippet["turn_ids"]), snippet["text"]))
+        used += cost
+    in_snippets = {t for ids, _ in out for t in ids}
+    missing = [t for t in evidence_ids if t not in in_snippets]
+    turns = workspace(ctx).turns(state["namespace"]) if missing and ctx.retriever is None else {}
+    for tid in missing:  # a foreign retriever's turn text survives only in the evidence bullets
+        turn = turns.get(tid)
+        if turn is None:
+            continue
+        line = turn.render()
+        if used + estimate_tokens(line) > budget:
+            break
+        out.append(([tid], line))
+        used += estimate_tokens(line)
+    return out
+
+
 def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
-    evidence = state.get("evidence") or []
-    draft = state.get("draft_answer") or ""
-    shown = bullets(evidence)
-    snippets = state.get("memr3_snippets") or [] if ctx.memr3_answer_snippets else []
-    if snippets:  # memr3_answer_snippets: the router's evidence may have missed what the snippets say
-        shown += render_prompt("memr3", "answer_snippets", snippets=_snippet_lines(snippets))
-    user = render_prompt("memr3", "answer", question=state["question"], evidence=shown, draft=draft or "(none)")
+    question = state["question"]
+    evidence = list(state.get("evidence") or [])
+    draft = clean_answer(state.get("draft_answer"))
+    masks = list(state.get("masks") or [])
+    matcher = TurnIdMatcher(masks)
+    evidence_ids = matcher.find(evidence)
+
+    mode = ctx.memr3_answer_snippets
+    thin = not evidence_ids or _router_fell_back(state)
+    show_turns = mode == "always" or (mode == "when_thin" and thin)
+    values = {"question": question, "evidence": bullets(evidence), "draft": draft or "(none)"}
+    shown: list[tuple[list[str], str]] = []
+    if show_turns:
+        fixed = estimate_tokens(load_prompt("memr3", "answer_turns") + "".join(values.values())) + 150
+        shown = _answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
+        user = render_prompt("memr3", "answer_turns", turns="\n".join(t for _, t in shown) or "(none)", **values)
+    else:
+        user = render_prompt("memr3", "answer", **values)
     res = call_structured(
         get_chat_model(ctx), messages(None, user), AnswerReply, node="answer",
         method=ctx.structured_method, max_tokens=120,
     )
     reply = res.value
-    text = (reply.answer.strip() if reply else "") or draft or (res.raw.strip() if not reply else "") or NO_INFO
+    replied = clean_answer(reply.answer) if reply else ""
+    snippet_texts = [s["text"] for s in state.get("memr3_snippets") or []]
+    if reply is not None and not is_no_info(replied):
+        text, source = replied, "answer call"
+    elif reply is not None and ctx.memr3_prefer_grounded_draft and draft and not is_no_info(draft) \
+            and _grounded(draft, evidence + snippet_texts + [t for _, t in shown]):
+        text, source = draft, "grounded draft (the answer call found no answer)"
+    elif reply is not None:
+        text, source = NO_INFO, "answer call"
+    else:  # spec fallback: the draft, else the reply's own text unless it is only JSON
+        raw = clean_answer(res.raw)
+        text, source = next(((t, f) for t, f in ((draft, "draft"), (raw, "raw reply")) if t and not is_no_info(t)),
+                            (NO_INFO, "no info"))
 
-    masks = list(state.get("masks") or [])
-    joined = "\n".join(evidence)
-    # LoCoMo-style ids are found by pattern; ids of a foreign retriever are found by their brackets.
-    evidence_ids = cited_ids(evidence) + [m for m in masks if not TURN_ID.fullmatch(m) and f"[{m}]" in joined]
-    citable = set(evidence_ids) | {t for s in snippets for t in s["turn_ids"]}
-    chosen = [i for i in (reply.supports if reply else []) if i in citable] or evidence_ids
-    supports = [i for i in chosen if i in set(masks)]
+    shown_ids = [t for ids, _ in shown for t in ids]
+    citable = set(evidence_ids) | set(shown_ids)
+    chosen = [i for i in matcher.resolve(reply.supports if reply else []) if i in citable] or evidence_ids
+    supports = list(chosen)
     grounded = not supports
     if grounded:  # our addition: no usable citation, so fall back to shown turns containing the answer
         supports = grounded_supports(ctx, state["namespace"], text, masks)
+    # A foreign retriever has no turn store: the snippet, or the evidence bullet citing a turn, is its text.
+    texts = {t: b for b in reversed(evidence) for t in matcher.find(b)}
+    texts.update({t: s["text"] for s in state.get("memr3_snippets") or [] for t in s["turn_ids"]})
     return {
         "answer": text,
         "supports": supports,
-        "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
+        "critical_memories": critical_from_turns(ctx, state["namespace"], supports, fallback=texts),
         "usage": res.usage,
-        "trace": emit("answer", answer=text, supports=supports,
+        "trace": emit("answer", answer=text, answer_from=source, supports=supports,
+                      turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
                       supports_from="answer text found in shown turns" if grounded and supports else None,
                       **(res.failure_note() if not reply else {})),
     }
