@@ -8,10 +8,12 @@ nothing stored is touched by a failing command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -131,7 +133,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     from app.runner import history
 
     rows = history(args.thread_id, _context(args))
+    question = None
     for r in rows:
+        if r.get("question") and r["question"] != question:  # a thread holds a conversation of questions
+            question = r["question"]
+            print(f"question: {question}")
         nxt = ",".join(r["next"]) or "END"
         print(f"step {r['step']:>3}  {r['source'] or '':6s} next={nxt:10s} iteration={r['iteration']} "
               f"trace={r['n_trace']} checkpoint={r['checkpoint_id']}"
@@ -139,20 +145,105 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_port(asked: int) -> int:
+    """The port to serve on: `asked` when it is free (0 = any free port), else a clear error.
+
+    `langgraph dev` silently moves to another port when its port is taken; checking first means the
+    URL printed is the URL served.
+    """
+    import socket
+
+    from app.llm.local_runtime import free_port
+
+    if asked == 0:
+        return free_port()
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", asked))
+        except OSError as exc:
+            raise CLIError(f"port {asked} is already in use ({exc.strerror}); pass --port N, or --port 0 "
+                           "for any free port") from None
+    return asked
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM a child's whole process group, then SIGKILL what is left after `grace_s`."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # stragglers the leader left in its group
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    import signal
+    import urllib.request
+
+    from app.config import get_settings
+    from app.llm.local_runtime import LocalServer, model_verified, runtime_installed
+
+    port = _serve_port(args.port)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
-               LANGSMITH_TRACING="false", ANONYMIZED_TELEMETRY="False")
+               ANONYMIZED_TELEMETRY="False")
+    env.setdefault("LANGSMITH_TRACING", "false")  # offline by default; a user who turned tracing on keeps it
     if args.data_dir:
         env["RECOLLECT_DATA_DIR"] = args.data_dir
     exe = Path(sys.executable).with_name("langgraph")
     cmd = [str(exe) if exe.exists() else "langgraph", "dev", "--config", str(ROOT / "langgraph.json"),
-           "--host", "127.0.0.1", "--port", str(args.port), "--no-browser", "--no-reload", "--allow-blocking"]
-    print(f"serving {', '.join(json.loads((ROOT / 'langgraph.json').read_text())['graphs'])} "
-          f"on http://127.0.0.1:{args.port}", flush=True)
+           "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
+
+    def _on_signal(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM takes the same clean-up path as Ctrl-C
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    local: LocalServer | None = None
+    proc: subprocess.Popen | None = None
+    url = f"http://127.0.0.1:{port}"
     try:
-        return subprocess.call(cmd, env=env, cwd=ROOT)
+        if not get_settings().llm_base_url and runtime_installed() and model_verified():
+            # serve owns the embedded model's server, so stopping serve stops it too (started inside
+            # `langgraph dev` it would outlive a killed server process).
+            local = LocalServer().start()
+            env.update(RECOLLECT_LLM_BASE_URL=local.base_url, RECOLLECT_LLM_MODEL=local.spec.alias,
+                       RECOLLECT_LLM_API_KEY="local")
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+        while proc.poll() is None:
+            with contextlib.suppress(OSError), urllib.request.urlopen(url + "/ok", timeout=2):
+                graphs = ", ".join(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
+                print(f"serving {graphs} on {url}", flush=True)
+                break
+            time.sleep(0.5)
+        code = proc.wait()
+        if code != 0:
+            raise CLIError(f"the LangGraph server exited with status {code} (see its log above)")
+        return 0
     except KeyboardInterrupt:
         return 0
+    finally:
+        if proc is not None:
+            _stop_group(proc)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if local is not None:
+            local.stop()
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from app.runner import forget
+
+    removed = forget(args.namespace, _context(args))
+    print(f"forgot namespace {args.namespace!r}: {removed['documents']} documents, "
+          f"{removed['collections']} vector collections, {len(removed['threads'])} threads")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -230,12 +321,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
     s.set_defaults(func=cmd_ask)
 
-    s = sub.add_parser("history", help="list the checkpoints of a thread")
+    s = sub.add_parser("history", help="list the checkpoints of a thread (CLI and server threads)")
     s.add_argument("thread_id")
     s.set_defaults(func=cmd_history)
 
+    s = sub.add_parser("forget", help="delete everything stored for a namespace, its threads included")
+    s.add_argument("namespace")
+    s.set_defaults(func=cmd_forget)
+
     s = sub.add_parser("serve", help="run the LangGraph API server for every graph in langgraph.json")
-    s.add_argument("--port", type=int, default=2024)
+    s.add_argument("--port", type=int, default=2024, help="port on 127.0.0.1 (0 = any free port)")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("demo", help="set up, ingest the sample dialogue and answer questions with live traces")

@@ -10,12 +10,13 @@ defaults of the method specs.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 StructuredMethod = Literal["auto", "json_schema", "json_object_schema", "json_mode", "function_calling"]
@@ -76,110 +77,193 @@ def _s(name: str) -> Any:
     return field(default_factory=lambda: getattr(get_settings(), name))
 
 
+class ContextError(ValueError):
+    """A runtime setting has the wrong type or is out of range; the message names the setting."""
+
+
+def setting(default: Any = None, description: str = "", *, env: str | None = None, ge: float | None = None,
+            le: float | None = None, pattern: str | None = None) -> Any:
+    """A `Context` field with the description Studio shows and the range `Context` enforces.
+
+    `env` names the `Settings` field the default comes from (read when a Context is made).
+    """
+    limits = {"ge": ge, "le": le, "pattern": pattern}
+    metadata = {"description": description} | {k: v for k, v in limits.items() if v is not None}
+    if env is not None:
+        return field(default_factory=lambda: getattr(get_settings(), env), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@cache
+def _checkers() -> dict[str, tuple[TypeAdapter, float | None, float | None, str | None]]:
+    import typing
+
+    hints = typing.get_type_hints(Context)
+    out = {}
+    for f in fields(Context):
+        if hints[f.name] is Any:
+            continue
+        out[f.name] = (TypeAdapter(hints[f.name]), f.metadata.get("ge"), f.metadata.get("le"),
+                       f.metadata.get("pattern"))
+    return out
+
+
+def _check_setting(name: str, value: Any) -> Any:
+    """`value` converted to the setting's type (JSON-ish strings and numbers are accepted), else ContextError."""
+    adapter, ge, le, pattern = _checkers()[name]
+    if isinstance(value, bool) and adapter.core_schema.get("type") in ("int", "float"):
+        raise ContextError(f"setting {name}: expected a number, got {value!r}")
+    try:
+        out = adapter.validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+        raise ContextError(f"setting {name}: {reason[:1].lower() + reason[1:]}, got {value!r}") from None
+    if ge is not None and out < ge:
+        raise ContextError(f"setting {name}: must be at least {ge:g}, got {value!r}")
+    if le is not None and out > le:
+        raise ContextError(f"setting {name}: must be at most {le:g}, got {value!r}")
+    if pattern is not None and not re.fullmatch(pattern, out):
+        raise ContextError(f"setting {name}: must match {pattern}, got {value!r}")
+    return out
+
+
 @dataclass(kw_only=True)
 class Context:
     """Runtime settings for one graph run (LangGraph `context_schema`)."""
 
-    data_dir: str = _s("data_dir")
-    # The namespace read when a run's input names none: Studio's chat view sends only `messages`.
-    namespace: str = ""
-    max_prompt_tokens: int = _s("llm_max_prompt_tokens")
-    structured_method: StructuredMethod = _s("llm_structured_method")
+    data_dir: str = setting(
+        env="data_dir", description="Data directory holding the namespaces, vectors, caches and checkpoints")
+    namespace: str = setting(
+        "", "Namespace read when a run's input names none (Studio's chat view sends only messages)",
+        pattern=r"(|[A-Za-z0-9]([A-Za-z0-9_-]{0,60}[A-Za-z0-9])?)")
+    max_prompt_tokens: int = setting(
+        env="llm_max_prompt_tokens", description="Token budget of one prompt's memory section", ge=64)
+    structured_method: StructuredMethod = setting(
+        env="llm_structured_method", description="How replies are bound to their JSON schema (auto: by endpoint)")
     # Injected chat models (tests, applications). None = built from Settings.
-    chat_model: Any = field(default=None, repr=False, compare=False)
-    aux_chat_model: Any = field(default=None, repr=False, compare=False)
+    chat_model: Any = field(default=None, repr=False, compare=False, metadata={
+        "description": "Injected chat model (Python only); None = the configured endpoint"})
+    aux_chat_model: Any = field(default=None, repr=False, compare=False, metadata={
+        "description": "Injected auxiliary chat model (Python only); None = the main model"})
     # Any LangChain BaseRetriever whose documents carry stable ids (MemR3 and rag only).
-    retriever: Any = field(default=None, repr=False, compare=False)
+    retriever: Any = field(default=None, repr=False, compare=False, metadata={
+        "description": "Injected LangChain retriever with stable document ids (Python only; MemR3 and rag)"})
 
     # MemR3 (specs/methods/memr3.md §5)
-    memr3_max_iterations: int = 5
-    memr3_max_reflect_streak: int = 1
-    memr3_max_retrieval_attempts: int = 0  # 0 = same as memr3_max_iterations
-    memr3_top_k: int = 5
-    memr3_candidate_k: int = 20
-    memr3_chunk_tokens: int = 256
-    memr3_rerank: Literal["none", "hybrid"] = "hybrid"
+    memr3_max_iterations: int = setting(5, "MemR3: router calls per question (n_max)", ge=1, le=50)
+    memr3_max_reflect_streak: int = setting(
+        1, "MemR3: reflect decisions in a row before retrieval is forced (n_cap)", ge=0)
+    memr3_max_retrieval_attempts: int = setting(
+        0, "MemR3: retrievals per question; 0 = same as memr3_max_iterations", ge=0)
+    memr3_top_k: int = setting(5, "MemR3: chunks shown per retrieval", ge=1)
+    memr3_candidate_k: int = setting(20, "MemR3: candidate pool before reranking", ge=1)
+    memr3_chunk_tokens: int = setting(
+        256, "MemR3: chunk size in tokens (turn-aligned, within a session); set at ingest", ge=16)
+    memr3_rerank: Literal["none", "hybrid"] = setting(
+        "hybrid", "MemR3: rerank candidates with BM25 + dense fusion (hybrid) or not (none)")
     # Improvement (spec: the answer call sees the evidence bullets and the draft only, = "never"): also
     # show it the conversation turns behind them: the latest retrieval's snippets plus the turns the
     # evidence cites. "when_thin" only when the evidence cites no shown turn or the router fell back.
     # Default "always": the first retrieval is RAG's, so the answer call then sees at least what RAG's
     # does (evidence-only measured 0.0 F1 against RAG's 0.33 on the memr3_vs_rag slice).
-    memr3_answer_snippets: Literal["never", "when_thin", "always"] = "always"
+    memr3_answer_snippets: Literal["never", "when_thin", "always"] = setting(
+        "always", "MemR3: show the answer call the turns behind the evidence (never = the spec)")
     # Improvement (spec: the router's evidence list replaces the old one wholesale): bullets citing a
     # shown turn that the router dropped are carried over (at most 6), so multi-hop facts found in an
     # earlier iteration reach the answer call. False = the spec's wholesale replacement.
-    memr3_keep_cited_evidence: bool = True
+    memr3_keep_cited_evidence: bool = setting(
+        True, "MemR3: carry over evidence bullets citing a shown turn that the router dropped")
     # Improvement (spec: the answer call's reply is final): when the answer call says "No information
     # available" but the router's draft answer is grounded (its words occur in the shown turns or
     # evidence), the draft is the answer. False = the spec.
-    memr3_prefer_grounded_draft: bool = True
+    memr3_prefer_grounded_draft: bool = setting(
+        True, "MemR3: use the router's grounded draft when the answer call finds nothing")
 
     # Baselines
-    rag_top_k: int = 5
-    full_context_max_tokens: int = 6000  # the local model has an 8k window; keep the newest turns that fit
+    rag_top_k: int = setting(5, "rag baseline: chunks retrieved for the question", ge=1)
+    # the local model has an 8k window; keep the newest turns that fit
+    full_context_max_tokens: int = setting(
+        6000, "full_context baseline: prompt budget; the newest turns that fit are shown", ge=256)
 
     # MRAgent (specs/methods/mragent.md §5)
-    mra_max_rounds: int = 8
-    mra_max_calls_per_round: int = 10
-    mra_max_calls_total: int = 50
-    mra_k1: int = 80
-    mra_k2: int = 20
-    mra_tag_max: int = 15
-    mra_tag_keep: int = 10
-    mra_tag_expand_threshold: float = 0.7
-    mra_time_event_limit: int = 50
-    mra_topic_k: int = 8
-    mra_tool_event_cap: int = 20
-    mra_jaccard: float = 0.6
-    mra_preselect: Literal["llm_union", "llm_pick", "embedding"] = "llm_union"
-    mra_ingest_window_tokens: int = 1200
-    mra_use_category_hints: bool = False
-    mra_tool_protocol: ToolProtocol = "auto"
+    mra_max_rounds: int = setting(
+        8, "MRAgent: LLM rounds in the tool loop, the forced final one included", ge=1, le=50)
+    mra_max_calls_per_round: int = setting(10, "MRAgent: tool calls executed per round", ge=1)
+    mra_max_calls_total: int = setting(50, "MRAgent: tool calls per question", ge=1)
+    mra_k1: int = setting(80, "MRAgent: coarse candidate cap (K1)", ge=1)
+    mra_k2: int = setting(20, "MRAgent: fine candidate cap (K2)", ge=1)
+    mra_tag_max: int = setting(15, "MRAgent: tags considered per cue expansion", ge=1)
+    mra_tag_keep: int = setting(10, "MRAgent: tags kept after scoring", ge=1)
+    mra_tag_expand_threshold: float = setting(0.7, "MRAgent: tag score needed to expand a tag", ge=0, le=1)
+    mra_time_event_limit: int = setting(50, "MRAgent: events returned by a time-window lookup", ge=1)
+    mra_topic_k: int = setting(8, "MRAgent: topics returned by a topic search", ge=1)
+    mra_tool_event_cap: int = setting(20, "MRAgent: events returned by one tag or topic tool call", ge=1)
+    mra_jaccard: float = setting(0.6, "MRAgent: Jaccard similarity for a partial cue match", ge=0, le=1)
+    mra_preselect: Literal["llm_union", "llm_pick", "embedding"] = setting(
+        "llm_union", "MRAgent: how seed events are preselected")
+    mra_ingest_window_tokens: int = setting(
+        1200, "MRAgent: tokens per ingestion window (cue extraction); set at ingest", ge=64)
+    mra_use_category_hints: bool = setting(
+        False, "MRAgent: give the model LoCoMo category hints (off: a benchmark leak)")
+    mra_tool_protocol: ToolProtocol = setting(
+        "auto", "MRAgent: native tool calls, a JSON protocol, or auto by endpoint")
     # Improvement (spec: unknown ids are dropped): a cue reply that names a turn ("D1:3") instead of its
     # sentence ids ("D1:3-1") is read as covering that turn's sentences; the verbatim check still applies.
     # On the dev-split cost slice it saved 18 of 18 sentences of one session from the token fallback.
-    mra_cues_accept_turn_ids: bool = True
+    mra_cues_accept_turn_ids: bool = setting(
+        True, "MRAgent: a cue reply naming a turn id covers that turn's sentences")
 
     # HyMem (specs/methods/hymem.md §5)
-    hymem_light_k: int = 10
-    hymem_deep_n: int = 30
-    hymem_deep_batch: int = 50
-    hymem_parallel_batches: bool = True
-    hymem_max_rounds: int = 2
-    hymem_deep_max_sessions: int = 3
-    hymem_deep_fallback_k: int = 5
+    hymem_light_k: int = setting(10, "HyMem: summaries shown to the light answer", ge=1)
+    hymem_deep_n: int = setting(30, "HyMem: raw turns considered by the deep path", ge=1)
+    hymem_deep_batch: int = setting(50, "HyMem: turns per deep selection batch (d)", ge=1)
+    hymem_parallel_batches: bool = setting(True, "HyMem: run deep selection batches in parallel")
+    hymem_max_rounds: int = setting(2, "HyMem: reflect rounds (T)", ge=1, le=20)
+    hymem_deep_max_sessions: int = setting(3, "HyMem: sessions the deep path may open", ge=1)
+    hymem_deep_fallback_k: int = setting(5, "HyMem: dense hits used when deep selection picks nothing", ge=0)
     # Improvement (spec: any non-empty list of items is a summary): a session needs at least one Level-1
     # item per this many turns (a 20-turn session: 5), else the summary call is retried once with that
     # instruction; one item per session makes light show everything and deep selection meaningless.
     # 0 = the spec (no density check).
-    hymem_turns_per_summary: int = 4
+    hymem_turns_per_summary: int = setting(
+        4, "HyMem: turns per required summary item at ingest; 0 = no density check", ge=0)
     # Improvement (spec: light supports are every turn linked from the k shown summaries): the light
     # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
-    hymem_light_supports: Literal["cited", "all_shown"] = "cited"
+    hymem_light_supports: Literal["cited", "all_shown"] = setting(
+        "cited", "HyMem: light supports are the cited summaries' turns or every shown one")
     # Improvement (spec: light answers "completely", deep lists every plausible answer): ask both for a
     # short phrase copied from the memory, as the baselines do; long free-form answers lower token F1
     # and the 1.5B model mixes people up in them. "full" = the spec's wording.
-    hymem_answer_style: Literal["short", "full"] = "short"
+    hymem_answer_style: Literal["short", "full"] = setting(
+        "short", "HyMem: short copied phrase or the spec's full answer")
 
     # MGRetrieval (specs/methods/mgretrieval.md §5)
-    mg_depth: int = 4
-    mg_max_rounds: int = 4
-    mg_max_new_per_round: int = 20
-    mg_max_critical: int = 10
-    mg_keywords_per_memory: int = 8
-    mg_match_shortlist: int = 5
-    mg_match_min_sim: float = 0.6
-    mg_select_candidates: int = 50
-    mg_empty_fallback: Literal["dense", "none"] = "dense"
-    mg_rewrite_with_question: bool = True
-    mg_keep_surface_forms: bool = False
+    mg_depth: int = setting(4, "MGRetrieval: pyramid levels (maximum query keywords)", ge=1, le=10)
+    mg_max_rounds: int = setting(4, "MGRetrieval: retrieval rounds", ge=1, le=20)
+    mg_max_new_per_round: int = setting(20, "MGRetrieval: new memories added per round", ge=1)
+    mg_max_critical: int = setting(10, "MGRetrieval: critical memories kept for the answer", ge=1)
+    mg_keywords_per_memory: int = setting(8, "MGRetrieval: keywords extracted per memory at ingest", ge=1)
+    mg_match_shortlist: int = setting(5, "MGRetrieval: vocabulary entries shortlisted per query keyword", ge=1)
+    mg_match_min_sim: float = setting(0.6, "MGRetrieval: cosine similarity a vocabulary match needs", ge=-1, le=1)
+    mg_select_candidates: int = setting(50, "MGRetrieval: vocabulary candidates shown to keyword selection", ge=1)
+    mg_empty_fallback: Literal["dense", "none"] = setting(
+        "dense", "MGRetrieval: dense retrieval when no keyword group matches (dense) or nothing")
+    mg_rewrite_with_question: bool = setting(True, "MGRetrieval: the rewrite call also sees the question")
+    mg_keep_surface_forms: bool = setting(
+        False, "MGRetrieval: keep keywords' surface forms instead of normalising them")
+
+    def __post_init__(self) -> None:
+        # Every way in (CLI --set, the SDK's `context`, Python) builds a Context, so one check here
+        # turns a bad value into one clear error naming the setting instead of a failure deep in a node.
+        for name in _checkers():
+            object.__setattr__(self, name, _check_setting(name, getattr(self, name)))
 
     def with_overrides(self, **overrides: Any) -> Context:
         """A copy with some fields replaced; unknown names raise a clear error."""
         known = {f.name for f in fields(self)}
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise ValueError(f"unknown context setting(s): {', '.join(unknown)}")
+            raise ContextError(f"unknown context setting(s): {', '.join(unknown)}")
         return replace(self, **overrides)
 
     @property

@@ -10,13 +10,14 @@ import importlib
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from app.config import Context
+from app.config import Context, get_settings
 from app.memory.workspace import open_workspace, validate_namespace
 
 GRAPHS: dict[str, str] = {
@@ -59,12 +60,62 @@ def recursion_limit(method: str, ctx: Context) -> int:
     return 10
 
 
+def checkpoint_path(data_dir: str) -> Path:
+    """The one checkpoint database of a data directory: the CLI's and `recollect serve`'s threads."""
+    path = Path(data_dir).expanduser() / "checkpoints.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def sqlite_checkpointer(data_dir: str) -> Any:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    path = Path(data_dir).expanduser() / "checkpoints.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    conn = sqlite3.connect(str(checkpoint_path(data_dir)), check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")  # the server writes the same file while the CLI reads it
+    return SqliteSaver(conn)
+
+
+@asynccontextmanager
+async def server_checkpointer() -> AsyncIterator[Any]:
+    """The checkpointer `recollect serve` runs with (langgraph.json `checkpointer.path`): the same
+    SQLite file as the CLI, so `recollect history` and `recollect forget` see the server's threads."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(str(checkpoint_path(get_settings().data_dir)), timeout=30)
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        yield AsyncSqliteSaver(conn)
+    finally:
+        await conn.close()
+
+
+def namespace_threads(checkpointer: Any, namespace: str) -> list[str]:
+    """Threads whose checkpoints ever read `namespace` (their messages hold its content)."""
+    out: dict[str, None] = {}
+    for tup in checkpointer.list(None):
+        thread = tup.config["configurable"]["thread_id"]
+        if thread not in out and (tup.checkpoint.get("channel_values") or {}).get("namespace") == namespace:
+            out[thread] = None
+    return list(out)
+
+
+def forget(namespace: str, ctx: Context | None = None) -> dict[str, Any]:
+    """Delete everything stored for `namespace`: documents, caches, vectors and its threads' checkpoints.
+
+    Idempotent; other namespaces are untouched. Asking the namespace afterwards says it is unknown.
+    """
+    ctx = ctx or Context()
+    validate_namespace(namespace)
+    ws = open_workspace(ctx.data_dir)
+    removed: dict[str, Any] = ws.forget_namespace(namespace)
+    saver = sqlite_checkpointer(ctx.data_dir)
+    threads = namespace_threads(saver, namespace)
+    for thread in threads:
+        saver.delete_thread(thread)
+        ws.docs.delete("", "thread", thread)
+    saver.conn.close()
+    return dict(removed, namespace=namespace, threads=threads)
 
 
 def _thread_method(data_dir: str, thread_id: str) -> str | None:
@@ -83,9 +134,10 @@ def ask(
 ) -> dict[str, Any]:
     """Answer `question` from `namespace` with `method`; returns the final state values.
 
-    With a checkpointer, `thread_id` names the run: an interrupted thread resumes where it
-    stopped; a finished thread returns its stored answer for the same question and refuses a
-    different one (one thread holds one question).
+    With a checkpointer, `thread_id` names a conversation: an interrupted run of the same question
+    resumes where it stopped; asking a finished thread its last question again returns the stored
+    answer; any other question is a new run on the thread, with fresh per-question state and the
+    earlier questions and answers kept in its `messages`. A thread keeps one namespace and method.
     """
     ctx = ctx or Context()
     question = (question or "").strip()
@@ -105,15 +157,15 @@ def ask(
             raise ThreadError(f"thread {thread_id!r} belongs to method {known!r}, not {method!r}")
         snap = g.get_state(config)
         if snap.values:
-            old_q = snap.values.get("question")
-            if old_q != question or snap.values.get("namespace") != namespace:
+            if snap.values.get("namespace") != namespace:
                 raise ThreadError(
-                    f"thread {thread_id!r} already holds the question {old_q!r} on namespace "
-                    f"{snap.values.get('namespace')!r}; use a new --thread for a new question"
+                    f"thread {thread_id!r} reads namespace {snap.values.get('namespace')!r}, not "
+                    f"{namespace!r}; use a new --thread for another namespace"
                 )
-            if not snap.next:
-                return dict(snap.values, thread_id=thread_id, resumed=False)
-            inputs = None  # resume the interrupted run from its last checkpoint
+            if snap.values.get("question") == question:
+                if not snap.next:
+                    return dict(snap.values, thread_id=thread_id, resumed=False)
+                inputs = None  # resume the interrupted run from its last checkpoint
         open_workspace(ctx.data_dir).docs.put("", "thread", thread_id, method)
 
     final: dict[str, Any] = {}
@@ -136,10 +188,14 @@ def ask(
 def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
     """The checkpoints of a thread, oldest first."""
     ctx = ctx or Context()
+    saver = sqlite_checkpointer(ctx.data_dir)
     method = _thread_method(ctx.data_dir, thread_id)
-    if method is None:
-        raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
-    g = load_graph(method).builder.compile(checkpointer=sqlite_checkpointer(ctx.data_dir))
+    if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        method = (latest.metadata or {}).get("graph_id") if latest else None
+        if method not in GRAPHS:
+            raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
+    g = load_graph(method).builder.compile(checkpointer=saver)
     rows = []
     for snap in g.get_state_history({"configurable": {"thread_id": thread_id}}):
         meta = snap.metadata or {}
@@ -150,6 +206,7 @@ def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
                 "source": meta.get("source"),
                 "next": list(snap.next),
                 "created_at": snap.created_at,
+                "question": snap.values.get("question"),
                 "iteration": snap.values.get("iteration"),
                 "answer": snap.values.get("answer"),
                 "n_trace": len(snap.values.get("trace") or []),

@@ -1,6 +1,7 @@
-"""The `ingest` graph: load a dialogue file into a namespace and build each method's memory.
+"""The `ingest` graph (load a dialogue file into a namespace and build each method's memory) and
+the `forget` graph (delete everything stored for a namespace).
 
-Exposed through `langgraph.json` so Studio and the HTTP API can ingest as well as ask.
+Exposed through `langgraph.json` so Studio and the HTTP API can ingest and forget as well as ask.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing_extensions import TypedDict
 from app.config import Context
 from app.ingest.loaders import load_conversation
 from app.ingest.pipeline import available_builders, ingest_conversation
+from app.runner import forget as forget_namespace
 from app.trace import emit
 
 
@@ -39,3 +41,20 @@ builder.add_edge(START, "ingest")
 builder.add_edge("ingest", END)
 graph = builder.compile()
 graph.name = "ingest"
+
+
+class ForgetState(TypedDict):
+    namespace: str
+    forgotten: NotRequired[dict[str, Any]]
+
+
+def forget(state: ForgetState, runtime: Runtime[Context]) -> dict[str, Any]:
+    return {"forgotten": forget_namespace(state["namespace"], runtime.context)}
+
+
+forget_builder = StateGraph(ForgetState, context_schema=Context)
+forget_builder.add_node("forget", forget)
+forget_builder.add_edge(START, "forget")
+forget_builder.add_edge("forget", END)
+forget_graph = forget_builder.compile()
+forget_graph.name = "forget"

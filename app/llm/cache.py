@@ -16,9 +16,10 @@ from app.prompts import prompt_hash
 
 
 def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:
+    """`<namespace>:<content hash>`: the readable prefix lets `recollect forget` delete a namespace's entries."""
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     parts = [namespace, method, call, prompt_hash(method, call), model, f"{temperature:g}", canon]
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return f"{namespace}:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
 class LLMCache:
@@ -29,6 +30,12 @@ class LLMCache:
 
     def get(self, key: str) -> Any:
         value = self.docs.cache_get(key)
+        if value is None and ":" in key:
+            # Entries written before keys had a namespace prefix: reuse them under the new key, so an
+            # upgrade re-runs no ingestion call.
+            value = self.docs.cache_get(key.split(":", 1)[1])
+            if value is not None:
+                self.docs.cache_put(key, value)
         if value is None:
             self.misses += 1
         else:

@@ -92,8 +92,26 @@ class DocStore:
             self._conn().execute("SELECT COUNT(*) FROM docs WHERE namespace=? AND kind=?", (namespace, kind)).fetchone()[0]
         )
 
+    def delete(self, namespace: str, kind: str, key: str) -> None:
+        self._conn().execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, kind, key))
+
     def delete_kind(self, namespace: str, kind: str) -> None:
         self._conn().execute("DELETE FROM docs WHERE namespace=? AND kind=?", (namespace, kind))
+
+    def delete_namespace(self, namespace: str) -> int:
+        """Delete every document of a namespace, its registry entry and its LLM-cache entries.
+
+        Cache keys start with `<namespace>:` (see `app.llm.cache.cache_key`); namespace names
+        cannot contain ':', so the prefix never matches another namespace. Returns the rows removed.
+        """
+        if not namespace:
+            raise ValueError("the registry namespace '' cannot be deleted")
+        with self.transaction() as c:
+            n = c.execute("DELETE FROM docs WHERE namespace=?", (namespace,)).rowcount
+            n += c.execute("DELETE FROM docs WHERE namespace='' AND kind='namespace' AND key=?", (namespace,)).rowcount
+            n += c.execute("DELETE FROM llm_cache WHERE substr(key, 1, ?) = ?",
+                           (len(namespace) + 1, namespace + ":")).rowcount
+        return n
 
     def namespaces(self) -> list[str]:
         rows = self._conn().execute("SELECT key FROM docs WHERE namespace='' AND kind='namespace' ORDER BY key")

@@ -63,6 +63,8 @@ def _unflat_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
 
 class VectorIndex:
     def __init__(self, client: Any, kind: str, namespace: str, embeddings: Embeddings) -> None:
+        if "-" in kind:  # collections are named "<kind>-<namespace>"; forget splits at the first '-'
+            raise ValueError(f"vector index kind {kind!r} must not contain '-'")
         self.kind = kind
         self.namespace = namespace
         self.embeddings = embeddings

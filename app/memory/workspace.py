@@ -118,6 +118,25 @@ class Workspace:
             info.built[method] = stamp
             self.save_namespace(info)
 
+    def forget_namespace(self, namespace: str) -> dict[str, int]:
+        """Delete a namespace's documents, caches and vector collections; other namespaces are untouched.
+
+        Idempotent: forgetting an unknown namespace deletes nothing. Returns what was removed.
+        """
+        validate_namespace(namespace)
+        rows = self.docs.delete_namespace(namespace)
+        collections = 0
+        for collection in self.client.list_collections():
+            name = collection if isinstance(collection, str) else collection.name
+            if name.split("-", 1)[-1] == namespace and "-" in name:
+                self.client.delete_collection(name)
+                collections += 1
+        with self._lock:
+            for key in [k for k in self._indexes if k[1] == namespace]:
+                del self._indexes[key]
+        self._turn_cache.pop(namespace, None)
+        return {"documents": rows, "collections": collections}
+
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
     def store_turns(self, namespace: str, conversation: Conversation) -> int:
         """Idempotently store every turn and session; returns the number of newly embedded turns."""
