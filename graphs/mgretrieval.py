@@ -228,6 +228,11 @@ def select_keywords(state: MemoryState, runtime: Runtime[Context]) -> dict[str, 
     }
 
 
+def speaker_keywords(ws: Workspace, namespace: str) -> set[str]:
+    """The speakers' names as vocabulary keywords (ingestion makes each turn's speaker a keyword)."""
+    return {normalise_keyword(t.speaker) for t in ws.turns(namespace).values()} - {""}
+
+
 def build_pyramid(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
@@ -237,6 +242,11 @@ def build_pyramid(state: MemoryState, runtime: Runtime[Context]) -> dict[str, An
     order = _turn_order(ws, ns)
     phi = {k: [t for t in vocab.memories(k) if t in order] for k in keywords}  # never point at unknown turns
     groups = [g.as_dict() for g in KeywordPyramid.build(keywords, phi, order)]
+    speakers = speaker_keywords(ws, ns)
+    for g in groups:
+        g["speaker_only"] = bool(g["keywords"]) and all(k in speakers for k in g["keywords"])
+    if ctx.mg_speaker_only_groups == "last":  # stable: the other groups keep the paper's order
+        groups = [g for g in groups if not g["speaker_only"]] + [g for g in groups if g["speaker_only"]]
     return {
         "mg_pyramid": groups,
         "mg_cursor": 0,
@@ -245,6 +255,7 @@ def build_pyramid(state: MemoryState, runtime: Runtime[Context]) -> dict[str, An
             "build_pyramid", keywords=keywords, n_groups=len(groups),
             pyramid=[f"L{g['level']} {' + '.join(g['keywords'])} ({g['size']})" for g in groups],
             phi_sizes={k: len(v) for k, v in phi.items()},
+            speaker_only_groups=sum(g["speaker_only"] for g in groups), speaker_order=ctx.mg_speaker_only_groups,
         ),
     }
 
@@ -338,6 +349,9 @@ def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
             "retrieve_round", round=rnd, level=group["level"], keywords=group["keywords"], size=group["size"],
             n_new=len(shown), n_capped=n_capped, n_budget_cut=n_budget_cut, new_ids=shown,
             skipped_fully_shown=skipped, note=note,
+            # A speaker-only group (Φ ≈ half the conversation) or a capped one degrades the round to
+            # dense top-k retrieval over its members; counted per question in the eval summary.
+            speaker_only=bool(group.get("speaker_only")), cap_truncated=n_capped > 0,
         ),
     }
 
@@ -435,6 +449,17 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         "trace": emit("rewrite", llm_role="main", draft=draft, answer=answer, supports=supports,
                       shown_turn_ids=supports, **note),
     }
+
+
+ROUND_KIND_FIELDS = ("mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds")
+
+
+def round_kinds(trace: list[dict[str, Any]]) -> dict[str, int]:
+    """Per question: keyword rounds run, and how many were speaker-only or cut by the per-round cap."""
+    rounds = [r for r in trace if r.get("node") == "retrieve_round" and not r.get("exhausted")]
+    counts = (len(rounds), sum(bool(r.get("speaker_only")) for r in rounds),
+              sum(bool(r.get("cap_truncated")) for r in rounds))
+    return dict(zip(ROUND_KIND_FIELDS, counts, strict=True))
 
 
 # --- routers ------------------------------------------------------------------------------------

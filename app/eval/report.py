@@ -99,6 +99,11 @@ def _macro(per_cat: dict[str, dict[str, Any]], key: str) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+# MGRetrieval's per-question round counts (row fields) summed per method in the summary.
+KEYWORD_ROUND_FIELDS = {"rounds": "mg_rounds", "speaker_only": "mg_speaker_only_rounds",
+                        "cap_truncated": "mg_cap_truncated_rounds"}
+
+
 def summarize_method(rows: Sequence[dict[str, Any]], categories: Sequence[int]) -> dict[str, Any]:
     per_cat = {str(c): stats([r for r in rows if r["category"] == c]) for c in categories}
     overall = stats([r for r in rows if r["category"] in JUDGED])
@@ -106,7 +111,10 @@ def summarize_method(rows: Sequence[dict[str, Any]], categories: Sequence[int]) 
     overall["locomo_f1_macro"] = _macro(per_cat, "locomo_f1")
     if any(r["category"] == 5 for r in rows):  # the official LoCoMo overall includes category 5
         overall["locomo_f1_with_adversarial"] = _mean(r["locomo_f1_r3"] for r in rows)
-    return {"categories": per_cat, "overall": overall}
+    out: dict[str, Any] = {"categories": per_cat, "overall": overall}
+    if any(r.get("mg_rounds") is not None for r in rows):  # MGRetrieval: how often a round degrades to dense
+        out["keyword_rounds"] = {key: sum(int(r.get(f) or 0) for r in rows) for key, f in KEYWORD_ROUND_FIELDS.items()}
+    return out
 
 
 def summarize(rows: Sequence[dict[str, Any]], methods: Sequence[str], categories: Sequence[int]) -> dict[str, Any]:
@@ -264,6 +272,19 @@ def _ingest_lines(log: dict[str, Any]) -> list[str]:
     return _table(["namespace", "builder", "sessions", "LLM calls", "cached", "tokens", "embedded", "seconds"], rows)
 
 
+def _keyword_round_lines(s: dict[str, Any]) -> list[str]:
+    kr = s.get("keyword_rounds")
+    if not kr:
+        return []
+    n = kr["rounds"]
+
+    def share(key: str) -> str:
+        return f"{kr[key]} ({pct(kr[key] / n)} %)" if n else str(kr[key])
+
+    return [f"Keyword-group rounds (all questions): {n}; speaker-only groups {share('speaker_only')}; "
+            f"truncated by the per-round cap {share('cap_truncated')}.", ""]
+
+
 def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     from app.eval.reference import reference_markdown
 
@@ -271,7 +292,7 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), "", "## Overall (all methods)", "",
              *_cross_method(summary, with_adv), ""]
     for method, s in summary.items():
-        lines += [f"## {method}", "", *_method_table(s), ""]
+        lines += [f"## {method}", "", *_method_table(s), "", *_keyword_round_lines(s)]
     lines += ["## Memory construction (per conversation, not counted in the question cost)", "",
               *_ingest_lines(meta["memory_construction"]), ""]
     lines += reference_markdown(summary, meta["backbone_model"], meta["judge_model"])

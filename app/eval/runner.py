@@ -43,7 +43,7 @@ from app.ingest.loaders import load_dialogues
 from app.ingest.models import Conversation
 from app.llm.usage import token_source
 from app.trace import shown_turn_ids
-from graphs.mgretrieval import AUX_LLM_NODES
+from graphs.mgretrieval import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
 
 JUDGED_CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL_SEED = 0  # option order of category-5 prompts (seeded per question, §3)
@@ -53,6 +53,7 @@ ROW_FIELDS = (
     "mem0_f1", "bleu1", "judge_label", "judge_score", "judge_error", "evidence_ids", "retrieved_turn_ids",
     "evidence_recall", "session_recall", "supports", "support_recall", "n_llm_calls", "n_llm_calls_aux",
     "prompt_tokens", "completion_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
+    "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds",
 )
 JSONL_NAME = "per_question.jsonl"
 
@@ -372,6 +373,8 @@ def evaluate_pair(
         "completion_tokens": int(usage.get("completion_tokens", 0)), "token_source": token_source(usage),
         "mg_tokens": float(usage.get("mg_tokens", 0.0)), **aux_split(usage), "wall_time_s": wall,
         "error": error,
+        # MGRetrieval's keyword rounds and how many were speaker-only or capped (None for other methods)
+        **(round_kinds(state.get("trace") or []) if method == "mgretrieval" else dict.fromkeys(ROUND_KIND_FIELDS)),
     }
     return {k: row[k] for k in ROW_FIELDS}
 
