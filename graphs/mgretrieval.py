@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
@@ -42,7 +42,7 @@ from app.memory.workspace import Workspace
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, TURN_ID, grounded_supports, messages, workspace
+from graphs.common import NO_INFO, TURN_ID, grounded_supports, messages, wire_question_lifecycle, workspace
 
 # Nodes that call the auxiliary model: their usage is reported apart from the main LLM's (the paper's
 # Table 3 counts only the main LLM).
@@ -481,12 +481,11 @@ builder.add_node("build_pyramid", build_pyramid)
 builder.add_node("retrieve_round", retrieve_round)
 builder.add_node("assess", assess)
 builder.add_node("rewrite", rewrite)
-builder.add_edge(START, "select_keywords")
 builder.add_edge("select_keywords", "build_pyramid")
 builder.add_edge("build_pyramid", "retrieve_round")
 builder.add_conditional_edges("retrieve_round", route_after_retrieve, ["assess", "rewrite"])
 builder.add_conditional_edges("assess", route_after_assess, ["retrieve_round", "rewrite"])
-builder.add_edge("rewrite", END)
+wire_question_lifecycle(builder, "select_keywords", "rewrite")
 
 graph = builder.compile()
 graph.name = "mgretrieval"

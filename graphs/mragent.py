@@ -18,7 +18,7 @@ import json
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
@@ -35,7 +35,7 @@ from app.mragent.tools import ToolContext, error_result, execute, structured_too
 from app.prompts import render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, grounded_supports, workspace
+from graphs.common import NO_INFO, grounded_supports, wire_question_lifecycle, workspace
 
 P = "mragent"
 
@@ -356,13 +356,12 @@ builder.add_node("navigate", navigate)
 builder.add_node("route", route)
 builder.add_node("tools", tools)
 builder.add_node("answer", answer)
-builder.add_edge(START, "extract_cues")
 builder.add_edge("extract_cues", "seed")
 builder.add_conditional_edges("seed", after_seed, ["navigate", "answer"])
 builder.add_edge("navigate", "route")
 builder.add_conditional_edges("route", after_route, ["answer", "tools", "navigate"])
 builder.add_conditional_edges("tools", after_tools, ["answer", "navigate"])
-builder.add_edge("answer", END)
+wire_question_lifecycle(builder, "extract_cues", "answer")
 
 graph = builder.compile()
 graph.name = "mragent"

@@ -30,3 +30,10 @@ def test_mragent_answers_an_easy_question(local_ctx: Context, sample_file) -> No
     assert "biscuit" in out["answer"].lower()
     turns = open_workspace(ctx.data_dir).turns("mragent")
     assert out["supports"] and all(s in turns for s in out["supports"])
+    # The agent explored: at least one traversal tool ran without an error (a model that only ever
+    # answers from the seed is plain retrieval, not MRAgent). `tools` records list each call's result.
+    results = [res for rec in out["trace"] if rec["node"] == "tools" for res in rec["results"]]
+    assert any(res["error"] is None for res in results), [r["node"] for r in out["trace"]]
+    # every turn whose text the model was shown is a known turn, and was shown by a prompt
+    shown = [t for rec in out["trace"] for t in rec.get("shown_turn_ids") or []]
+    assert shown and set(shown) <= set(turns)

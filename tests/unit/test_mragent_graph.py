@@ -218,7 +218,7 @@ def test_question_cap_of_50(base: Context) -> None:
     state, updates = run(q(base, qm))
     assert state["mra_calls_total"] == 50 and len(state["mra_tool_log"]) == 50
     assert qm.kinds.count("navigate") == 5 and qm.kinds.count("final") == 1
-    assert [n for n, _ in updates][-2:] == ["tools", "answer"]
+    assert [n for n, _ in updates][-3:] == ["tools", "answer", "finish_question"]
     assert state["answer"]
 
 
