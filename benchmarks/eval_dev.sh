@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The dev-slice evaluation report: every registered graph on both dev conversations, same embedded model.
+#
+#   benchmarks/eval_dev.sh [/path/to/locomo_dev.json]            # all six graphs, then copy the report
+#   METHODS=rag,full_context benchmarks/eval_dev.sh              # a subset first (the same run folder resumes)
+#   SETTINGS="memr3_answer_mode=evidence" OUT=runs/eval_dev_alt benchmarks/eval_dev.sh   # an ablation, own folder
+#
+# Slice: conv-26 and conv-30, their first 3 sessions (namespaces locomo-<id>-s3), categories 1, 2 and 4, the first
+# 8 questions per conversation whose gold evidence lies in those sessions (16 per method). No LLM judge
+# (`--judge none`): the 1.5B model marks nearly every answer CORRECT, so LoCoMo-F1 and evidence recall decide.
+# The model is the embedded default (started and stopped by the eval), or whatever RECOLLECT_LLM_* names.
+#
+# The LoCoMo file (CC BY-NC 4.0) is read at run time and never copied. The run folder (resumable: re-run this
+# script after an interruption) holds per-question rows with dataset text and stays uncommitted; only
+# summary.md, summary.json and the plots are copied to benchmarks/reports/eval_dev/ (or $REPORT).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
+OUT="${OUT:-runs/eval_dev}"
+REPORT="${REPORT:-benchmarks/reports/eval_dev}"
+ALL="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
+METHODS="${METHODS:-$ALL}"
+SET_ARGS=()
+for kv in ${SETTINGS:-}; do SET_ARGS+=(--set "$kv"); done
+
+# One data dir for every run of the slice, so memories are built once and shared by ablations.
+.venv/bin/python -m app.cli --data-dir runs/eval_dev_data eval --data "$DATA" \
+  --methods "$METHODS" --conversations conv-26 conv-30 --max-sessions 3 --categories 1,2,4 --limit 8 \
+  --judge none --out "$OUT" "${SET_ARGS[@]}"
+
+if [ "$METHODS" = "$ALL" ]; then
+  mkdir -p "$REPORT"
+  cp "$OUT/summary.md" "$OUT/summary.json" "$OUT/accuracy_vs_tokens.png" "$OUT/per_category.png" "$REPORT/"
+  echo "copied the report to $REPORT/"
+fi
