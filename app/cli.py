@@ -268,7 +268,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from app.eval.score import run_score
+    try:
+        from app.eval.score import run_score
+    except ModuleNotFoundError as exc:
+        raise CLIError(f"`recollect score` needs the eval extra ({exc}): pip install 'recollect[eval]'") from None
 
     return run_score(args.file)
 

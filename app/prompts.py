@@ -8,9 +8,21 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
-PROMPTS_DIR = Path(os.environ.get("RECOLLECT_PROMPTS_DIR") or Path(__file__).resolve().parents[1] / "prompts")
+
+def _prompts_dir() -> Path:
+    """`RECOLLECT_PROMPTS_DIR`, else the copy inside an installed wheel, else the checkout's prompts/."""
+    if os.environ.get("RECOLLECT_PROMPTS_DIR"):
+        return Path(os.environ["RECOLLECT_PROMPTS_DIR"])
+    packaged = Path(str(resources.files("app") / "prompt_files"))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[1] / "prompts"
+
+
+PROMPTS_DIR = _prompts_dir()
 
 
 @lru_cache(maxsize=256)
