@@ -323,7 +323,8 @@ def test_answer_makes_no_call_after_a_navigate_answer(base: Context) -> None:
     assert qm.kinds == ["cues", "navigate"]
     assert state["answer"] == "Riverside shelter" and state["mra_confidence"] == 0.9
     assert "answer" not in state["usage"]["by_node"]
-    assert state["supports"] == ["D1:3"] if "D1:3" in state["mra_visible_ids"] else state["supports"] == []
+    # D1:3 (the cited turn) was never shown: the seed for "Pixel" shows D1:1, D1:2 and D2:4 only
+    assert "D1:3" not in state["mra_visible_ids"] and state["supports"] == []
 
 
 # --- output contract and bad input

@@ -41,16 +41,16 @@ def test_two_calls_per_window_and_zero_on_reingest(data_dir: str) -> None:
 
 def test_windows_split_a_long_session_and_each_window_costs_two_calls(data_dir: str) -> None:
     conv = make_conversation(SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
-    wins = windows(conv.sessions[0], 40)
+    wins = windows(conv.sessions[0], 64)
     assert len(wins) > 1 and [t.id for w in wins for t in w] == [t.id for t in conv.sessions[0].turns]
     model = ingest_model()
-    ingest(data_dir, model=model, mra_ingest_window_tokens=40)
-    n_windows = sum(len(windows(s, 40)) for s in conv.sessions)
+    ingest(data_dir, model=model, mra_ingest_window_tokens=64)
+    n_windows = sum(len(windows(s, 64)) for s in conv.sessions)
     assert len(model.calls) == 2 * n_windows
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     # topic numbering continues across the windows of a session
     s1_topics = sorted(t for t in g.topics if t.startswith("D1:"))
-    assert len(s1_topics) == len(set(s1_topics)) == len(windows(conv.sessions[0], 40))
+    assert len(s1_topics) == len(set(s1_topics)) == len(windows(conv.sessions[0], 64))
 
 
 def test_every_turn_has_an_event_and_ids_are_well_formed(data_dir: str) -> None:
