@@ -8,12 +8,17 @@ reflect ─┬─ satisfied, unusable rewrite, last round → answer → END
 `light` answers from the top `hymem_light_k` Level-1 summaries (1 call). `deep` lets the LLM pick
 summaries from the top `hymem_deep_n` (one selection call per batch, batches concurrent) and answers
 from the linked Level-2 sessions (1 call). `reflect` judges the draft and may rewrite the retrieval
-query (1 call, skipped on the last round). `answer` is deterministic. Retrievers see the current
-query q_i; generators always see the original question q0 plus the previous answer (memory pool).
+query (1 call, skipped on the last round). `answer` is deterministic. Retrievers (the cosine
+search and the deep selection call, Algorithm 1 line 10) see the current query q_i; generators
+always see the original question q0 plus the previous answer (memory pool).
+
+An answer is only ever text a model wrote as its answer: an empty, "no information" or JSON-only
+reply never becomes the draft, and never replaces a real answer from an earlier round.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
@@ -31,7 +36,8 @@ from app.memory.vectors import Unit
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, cited_ids, critical_from_turns, messages, workspace
+from app.turn_ids import TurnIdMatcher, id_items
+from graphs.common import NO_INFO, clean_answer, critical_from_turns, is_no_info, messages, workspace
 
 MAX_TOKENS = 512
 _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"
@@ -40,33 +46,40 @@ _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem b
 # --- reply schemas (lenient coercions live in validators) ---------------------------------------
 
 
+def _int_list(v: Any) -> Any:
+    """Integers from a list, a single value or a comma-separated string; anything else is dropped."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("", "none", "null")):
+        return []
+    if isinstance(v, str):
+        v = v.replace(";", ",").split(",")
+    if isinstance(v, int):
+        v = [v]
+    if not isinstance(v, list | tuple):
+        return []
+    out = []
+    for x in v:
+        x = as_int_or_raw(x.strip() if isinstance(x, str) else x)
+        if isinstance(x, int) and not isinstance(x, bool):
+            out.append(x)
+    return out
+
+
+IntList = Annotated[list[int], BeforeValidator(_int_list)]
+
+
 class LightReply(BaseModel):
-    """`finished`: 0 = answered, 2 = insufficient ("0"/"2" strings accepted)."""
+    """`finished`: 0 = answered, 2 = insufficient ("0"/"2" strings accepted); `used`: the summary ids
+    the answer rests on (our addition, for selective supports; range-checked in `light`)."""
 
     finished: Annotated[Literal[0, 2], BeforeValidator(as_int_or_raw)]
     answer: Text = ""
+    used: IntList = Field(default_factory=list)
 
 
 class SelectReply(BaseModel):
     """Indices into one batch. Non-integers are dropped here; range and duplicates in `deep`."""
 
-    selected: list[int] = Field(default_factory=list)
-
-    @field_validator("selected", mode="before")
-    @classmethod
-    def _ints(cls, v: Any) -> Any:
-        if v is None or (isinstance(v, str) and v.strip().lower() in ("", "none", "null")):
-            return []
-        if isinstance(v, int | str):
-            v = [v]
-        if not isinstance(v, list | tuple):
-            return []
-        out = []
-        for x in v:
-            x = as_int_or_raw(x)
-            if isinstance(x, int) and not isinstance(x, bool):
-                out.append(x)
-        return out
+    selected: IntList = Field(default_factory=list)
 
 
 class DeepReply(BaseModel):
@@ -75,19 +88,15 @@ class DeepReply(BaseModel):
 
     @field_validator("answer")
     @classmethod
-    def _non_empty(cls, v: str) -> str:
-        if not v:
-            raise ValueError("answer is empty")
-        return v
+    def _real_answer(cls, v: str) -> str:
+        if not clean_answer(v):
+            raise ValueError("answer is empty (or only JSON): write the answer text")
+        return clean_answer(v)
 
     @field_validator("supports", mode="before")
     @classmethod
     def _ids(cls, v: Any) -> Any:
-        if v is None:
-            return []
-        if isinstance(v, str):
-            return cited_ids([v])
-        return cited_ids(str(x) for x in v) if isinstance(v, list | tuple) else []
+        return id_items(v)  # matched against the shown turns in `deep`
 
 
 class ReflectReply(BaseModel):
@@ -115,6 +124,34 @@ def _top_summaries(ctx: Context, namespace: str, query: str, n: int) -> list[Uni
 
 def _line(u: Unit) -> str:
     return f"time: {u.metadata.get('date', 'unknown date')}, {u.text}"
+
+
+def _numbered(i: int, u: Unit) -> str:
+    return f"id: {i}, {_line(u)}"
+
+
+def _style(ctx: Context, module: str) -> str:
+    """The answer-form instruction for `light` or `deep` (hymem_answer_style)."""
+    return load_prompt("hymem", f"style_{module}_{ctx.hymem_answer_style}")
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _light_supports(ctx: Context, kept: list[Unit], used: list[int], answer: str) -> tuple[list[str], str]:
+    """Turns behind a light answer, and where they came from (hymem_light_supports)."""
+    if ctx.hymem_light_supports == "all_shown":
+        return _turns_of(kept), "all shown summaries"
+    cited = [kept[i] for i in dict.fromkeys(used) if 0 <= i < len(kept)]
+    if cited:
+        return _turns_of(cited), "summaries the light call cited"
+    # No usable citation: the summaries sharing the most words with the answer, if any share one.
+    words = {w for w in _WORD.findall(answer.lower()) if len(w) >= 3}
+    overlap = [len(words & set(_WORD.findall(u.text.lower()))) for u in kept]
+    best = max(overlap, default=0)
+    if best > 0:
+        return _turns_of([u for u, n in zip(kept, overlap, strict=True) if n == best]), "summaries sharing the answer's words"
+    return _turns_of(kept), "all shown summaries (no citation, no overlap)"
 
 
 def _pool_line(draft: str | None) -> list[str]:
@@ -163,17 +200,19 @@ def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
             break
         kept.append(u)
         used += cost
-    lines = [_line(u) for u in kept] + pool
+    lines = [_numbered(i, u) for i, u in enumerate(kept)] + pool
     shown = _turns_of(kept)
-    res = _call(ctx, "light", LightReply, "light", question=question, context="\n".join(lines))
+    res = _call(ctx, "light", LightReply, "light", question=question, context="\n".join(lines),
+                style=_style(ctx, "light"))
     reply = res.value
-    answered = reply is not None and reply.finished == 0 and bool(reply.answer)
+    text = clean_answer(reply.answer) if reply is not None else ""
+    answered = reply is not None and reply.finished == 0 and not is_no_info(text)
     if reply is None:
         why = "light output invalid after a retry: escalate to deep"
     elif answered:
         why = "light judged the summaries sufficient"
     elif reply.finished == 0:
-        why = "light said finished=0 with an empty answer: treated as insufficient"
+        why = "light said finished=0 without a real answer (empty, no information or JSON): treated as insufficient"
     else:
         why = "light judged the summaries insufficient (finished=2)"
     update: dict[str, Any] = {
@@ -183,22 +222,25 @@ def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         "hymem_route": "reflect" if answered else "deep",
         "usage": res.usage,
     }
+    supports_from = None
     if answered:
         assert reply is not None
-        update.update(draft_answer=reply.answer, hymem_status="light", supports=shown)
+        supports, supports_from = _light_supports(ctx, kept, reply.used, text)
+        update.update(draft_answer=text, hymem_status="light", supports=supports)
     update["trace"] = emit(
         "light", round=rnd, query=query, question=question, summary_ids=[u.id for u in kept],
         dropped_for_budget=[u.id for u in units[len(kept):]], finished=reply.finished if reply else None,
-        answer=reply.answer if answered and reply else None, decision=update["hymem_route"], why=why,
+        answer=text if answered else None, used=reply.used if reply else None, decision=update["hymem_route"],
+        why=why, supports=update.get("supports"), supports_from=supports_from,
         shown_turn_ids=shown, **(res.failure_note() if reply is None else {}),
     )
     return update
 
 
-def _select_batch(ctx: Context, question: str, batch: list[Unit]) -> tuple[list[int], dict[str, Any], dict[str, Any]]:
-    """One selection call; returns (valid indices, usage, note for the trace)."""
-    lines = "\n".join(f"id: {i}, {_line(u)}" for i, u in enumerate(batch))
-    res = _call(ctx, "deep_select", SelectReply, "deep_select", question=question, lines=lines)
+def _select_batch(ctx: Context, query: str, batch: list[Unit]) -> tuple[list[int], dict[str, Any], dict[str, Any]]:
+    """One selection call for the current query q_i; returns (valid indices, usage, note for the trace)."""
+    lines = "\n".join(_numbered(i, u) for i, u in enumerate(batch))
+    res = _call(ctx, "deep_select", SelectReply, "deep_select", question=query, lines=lines)
     raw = res.value.selected if res.value else []
     picked = list(dict.fromkeys(i for i in raw if 0 <= i < len(batch)))
     note: dict[str, Any] = {"size": len(batch), "model_selected": raw}
@@ -245,9 +287,9 @@ def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     if ctx.hymem_parallel_batches and len(batches) > 1:
         # Context-copying pool: LangChain callbacks and the run config follow into the threads.
         with ContextThreadPoolExecutor(max_workers=min(len(batches), 8)) as pool:
-            results = list(pool.map(lambda b: _select_batch(ctx, question, b), batches))
+            results = list(pool.map(lambda b: _select_batch(ctx, query, b), batches))
     else:
-        results = [_select_batch(ctx, question, b) for b in batches]
+        results = [_select_batch(ctx, query, b) for b in batches]
     usage: dict[str, Any] = {}
     selected: list[Unit] = []
     notes = []
@@ -316,37 +358,45 @@ def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     dropped += chosen[max(1, ctx.hymem_deep_max_sessions):]
     context = lines + pool
 
-    res = _call(ctx, "deep_answer", DeepReply, "deep_answer", question=question, context="\n".join(context))
+    res = _call(ctx, "deep_answer", DeepReply, "deep_answer", question=question, context="\n".join(context),
+                style=_style(ctx, "deep"))
     usage = merge_usage(usage, res.usage)
     reply = res.value
     shown_set = set(shown_turns)
-    note: dict[str, Any] = {}
-    if reply is not None:
-        text = reply.answer
-        cited = [t for t in reply.supports if t in shown_set]
-        cited = cited or [t for t in cited_ids([reply.answer]) if t in shown_set]
+    matcher = TurnIdMatcher(shown_turns)
+    # The model's answer: the validated reply, else its raw text unless that is empty or only JSON.
+    written = reply.answer if reply is not None else clean_answer(res.raw)
+    pool_answer = clean_answer(draft)
+    note: dict[str, Any] = {} if reply is not None else res.failure_note()
+    if not is_no_info(written):
+        text, note["answer_from"] = written, "deep answer" if reply is not None else "raw reply"
+    elif pool_answer and not is_no_info(pool_answer):
+        text, note["answer_from"] = pool_answer, "memory pool (the deep reply had no answer)"
     else:
-        raw = (res.raw or "").strip()
-        text = raw or draft or NO_INFO
-        note = {**res.failure_note(), "answer_from": "raw reply" if raw else ("memory pool" if draft else "no info")}
-        cited = [t for t in cited_ids([raw]) if t in shown_set]
+        text, note["answer_from"] = NO_INFO, "no info"
+    cited = matcher.resolve(reply.supports) if reply is not None else []
+    cited = cited or (matcher.find(written) if text == written else [])
     linked = [t for t in _turns_of(selected) if t in shown_set] or [t for t in _turns_of(candidates) if t in shown_set]
     supports = cited or linked
-    return {
+    kept_pool = text == pool_answer and text != written
+    update: dict[str, Any] = {
         **base,
         "usage": usage,
         "hymem_sessions_shown": shown_sessions,
         "masks": shown_turns,
         "evidence": context,
-        "draft_answer": text,
-        "hymem_status": "deep",
-        "supports": supports,
+    }
+    if not kept_pool:  # a kept earlier answer keeps its own status and supports
+        update.update(draft_answer=text, hymem_status="deep", supports=supports)
+    return {
+        **update,
         "trace": emit(
             "deep", round=rnd, query=query, question=question, candidates=len(candidates),
             batches=notes, selected_ids=[u.id for u in selected], session_source=session_source,
             skipped_masked_sessions=list(dict.fromkeys(skipped_masked)), sessions_shown=shown_sessions,
             sessions_dropped=dropped, sessions_truncated=truncated, answer=text,
-            supports=supports, supports_from="cited by the answer" if cited else "linked from summaries",
+            supports=None if kept_pool else supports,
+            supports_from=None if kept_pool else ("cited by the answer" if cited else "linked from summaries"),
             shown_turn_ids=shown_turns, **note,
         ),
     }
@@ -393,7 +443,8 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
-    draft = (state.get("draft_answer") or "").strip()
+    draft = clean_answer(state.get("draft_answer"))
+    draft = "" if is_no_info(draft) else draft
     text = draft or NO_INFO
     shown: set[str] = {t for r in state.get("trace") or [] for t in r.get("shown_turn_ids") or ()}
     supports = [t for t in state.get("supports") or [] if t in shown] if draft else []

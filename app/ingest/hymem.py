@@ -6,18 +6,25 @@
   turn ids it came from (our addition: turn-level supports and evidence recall). They are embedded in
   the Chroma collection `hymem_summaries` and stored as docs (kind `hymem_summary`) with their links.
 
+Density (our addition, `hymem_turns_per_summary`): a session of n turns needs at least
+ceil(n / turns_per_summary) items; a sparser reply is retried once with that instruction, and if the
+retry is still sparse its items are kept (a valid summary, only coarser) and noted in the report.
+One item per session would make light show everything and deep selection choose among sessions.
+
 Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
-temperature) matches its stored doc is skipped with no LLM call and no embedding; otherwise the LLM
-reply is looked up in the content-hash cache first. Each session's docs are written in one
-transaction, and the session doc (the completion marker) is part of it, so a crash in the middle
-leaves the session unfinished and the next run redoes only that session.
+temperature, density) matches its stored doc is skipped with no LLM call and no embedding, unless it
+fell back to per-turn lines last time (then it is summarised again); otherwise the LLM reply is
+looked up in the content-hash cache first. Each session's docs are written in one transaction, and
+the session doc (the completion marker) is part of it, so a crash in the middle leaves the session
+unfinished and the next run redoes only that session.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
+import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,10 +35,11 @@ from app.ingest.models import Conversation, Session, Turn
 from app.llm.cache import LLMCache, cache_key
 from app.llm.lenient import Text
 from app.llm.models import get_chat_model, model_name
-from app.llm.structured import call_structured
+from app.llm.structured import call_structured, extract_json
 from app.memory.vectors import Unit, VectorIndex
 from app.memory.workspace import Workspace
 from app.prompts import prompt_hash, render_prompt
+from app.turn_ids import TurnIdMatcher, id_items
 
 METHOD = "hymem"
 SUMMARY_KIND = "hymem_summaries"  # the Chroma collection kind
@@ -39,7 +47,6 @@ SESSION_DOC = "hymem_session"
 SUMMARY_DOC = "hymem_summaries"  # one doc per session: its list of summaries
 NEAREST_TURNS = 2  # an item with no valid turn id is linked to this many most similar turns
 SUMMARISE_MAX_TOKENS = 1024
-_TURN_ID = re.compile(r"D\d+:\d+", re.I)
 
 
 # ----------------------------------------------------------------------------------------- Level-2
@@ -84,13 +91,7 @@ class SummaryItem(BaseModel):
     @field_validator("turn_ids", mode="before")
     @classmethod
     def _ids(cls, v: Any) -> Any:
-        if v is None:
-            return []
-        if isinstance(v, str):
-            return _TURN_ID.findall(v)
-        if isinstance(v, list | tuple):
-            return [m for x in v if x is not None for m in _TURN_ID.findall(str(x))]
-        return []
+        return id_items(v)  # checked against the session's own turn ids in link_items
 
 
 class SummaryReply(BaseModel):
@@ -116,6 +117,31 @@ class SummaryReply(BaseModel):
         return kept
 
 
+def min_items(n_turns: int, ctx: Context) -> int:
+    """Items a session of `n_turns` needs (hymem_turns_per_summary; 0 = any non-empty list, the spec)."""
+    per = ctx.hymem_turns_per_summary
+    return max(1, math.ceil(n_turns / per)) if per > 0 else 1
+
+
+@lru_cache(maxsize=64)
+def dense_reply(n_turns: int, needed: int) -> type[SummaryReply]:
+    """SummaryReply that also rejects fewer than `needed` items, saying so (the retry shows the error)."""
+
+    class DenseSummaryReply(SummaryReply):
+        @field_validator("items")
+        @classmethod
+        def _dense(cls, v: list[SummaryItem]) -> list[SummaryItem]:
+            if len(v) < needed:
+                raise ValueError(
+                    f"only {len(v)} item(s) for a session of {n_turns} turns: write at least {needed} items, "
+                    "one per distinct event or topic, each with the turn_ids it comes from"
+                )
+            return v
+
+    DenseSummaryReply.__name__ = SummaryReply.__name__  # the schema title the endpoint sees stays the same
+    return DenseSummaryReply
+
+
 # ----------------------------------------------------------------------------------------- validation
 
 
@@ -139,15 +165,15 @@ def link_items(
 
     Returns the cleaned items and notes for the build report.
     """
-    valid = {t.id.upper(): t.id for t in session.turns}
+    matcher = TurnIdMatcher(t.id for t in session.turns)
     out: list[dict[str, Any]] = []
     notes: list[str] = []
     for item in items:
         text = str(item.get("text") or "").strip()
         if not text:
             continue
-        ids = list(dict.fromkeys(valid[i.upper()] for i in item.get("turn_ids") or [] if i.upper() in valid))
-        dropped = [i for i in item.get("turn_ids") or [] if i.upper() not in valid]
+        ids = matcher.resolve(item.get("turn_ids") or [])
+        dropped = [i for i in item.get("turn_ids") or [] if not matcher.resolve([i])]
         if dropped:
             notes.append(f"{session_id(session)}: dropped turn ids outside the session {dropped}")
         if not ids:
@@ -169,29 +195,43 @@ def summary_index(ws: Workspace, namespace: str) -> VectorIndex:
     return ws.index(SUMMARY_KIND, namespace)
 
 
-def _session_hash(text: str, model: str, temperature: float) -> str:
-    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}"])
+def _session_hash(text: str, model: str, temperature: float, needed: int) -> str:
+    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}", needed])
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _sparse_items(raw: str) -> list[dict[str, Any]]:
+    """The items of a reply that failed only the density check (valid otherwise), else []."""
+    try:
+        return [i.model_dump() for i in SummaryReply.model_validate(extract_json(raw)).items]
+    except ValueError:  # pydantic's ValidationError is a ValueError too
+        return []
 
 
 def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, text: str, report: Any,
                cache: LLMCache, model: Any, name: str, temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
     """The session's raw items (cached or from one LLM call); returns (items, fallback, error)."""
-    key = cache_key(namespace, METHOD, "summarise", name, temperature, {"session": text})
+    needed = min_items(len(session.turns), ctx)
+    key = cache_key(namespace, METHOD, "summarise", name, temperature, {"session": text, "min_items": needed})
     cached = cache.get(key)
     if cached is not None:
         report.cached_calls += 1
         return list(cached.get("items") or []), False, ""
-    prompt = render_prompt(METHOD, "summarise", session=text)
+    prompt = render_prompt(METHOD, "summarise", session=text, n_turns=len(session.turns), min_items=needed)
     from langchain_core.messages import HumanMessage
 
-    res = call_structured(model, [HumanMessage(content=prompt)], SummaryReply, node="hymem_summarise",
-                          method=ctx.structured_method, max_tokens=SUMMARISE_MAX_TOKENS)
+    res = call_structured(model, [HumanMessage(content=prompt)], dense_reply(len(session.turns), needed),
+                          node="hymem_summarise", method=ctx.structured_method, max_tokens=SUMMARISE_MAX_TOKENS)
     report.add_usage(res.usage)
-    if res.value is None:
-        return [], True, res.error or "invalid reply"
-    items = [i.model_dump() for i in res.value.items]
-    # Only good replies are cached; a failed session is still skipped on re-ingest by its session doc.
+    if res.value is not None:
+        items = [i.model_dump() for i in res.value.items]
+    else:
+        items = _sparse_items(res.raw)  # still too few after the retry: coarser, but a real summary
+        if not items:
+            return [], True, res.error or "invalid reply"
+        report.fallbacks.append(f"{session_id(session)}: {len(items)} item(s) after the density retry "
+                                f"(wanted {needed}); kept")
+    # Only usable replies are cached; a session that fell back is summarised again on the next ingest.
     cache.put(key, {"items": items})
     return items, False, ""
 
@@ -211,11 +251,11 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Contex
         if not session.turns:
             continue  # nothing to summarise; no call
         text = session_text(session)
-        digest = _session_hash(text, name, temperature)
+        digest = _session_hash(text, name, temperature, min_items(len(session.turns), ctx))
         old = ws.docs.get(namespace, SESSION_DOC, sid)
         ids = (old or {}).get("summary_ids") or []
-        if old and old.get("hash") == digest and ids and len(index.get(ids)) == len(ids):
-            continue  # unchanged and complete: zero calls, zero embeddings
+        if old and old.get("hash") == digest and not old.get("fallback") and ids and len(index.get(ids)) == len(ids):
+            continue  # unchanged, summarised and complete: zero calls, zero embeddings
 
         raw, failed, error = _summarise(ws, namespace, session, ctx, text, report, cache, model, name, temperature)
         items, notes = link_items(ws, session, raw) if not failed else ([], [])

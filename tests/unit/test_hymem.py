@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from app.config import Context
 from app.ingest.hymem import load_sessions, load_summaries
+from app.ingest.models import Conversation, Session, Turn
 from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
 from app.memory.embeddings import HashEmbeddings
@@ -131,7 +132,7 @@ def test_b2_light_shows_top_k_summaries_in_cosine_order_with_dates(ctx: Context,
     expected = cosine_order(data_dir, Q)[: min(k, total)]
     assert state["hymem_light_ids"] == expected
     summaries = load_summaries(open_workspace(data_dir), "ns")
-    lines = [f"time: {summaries[i]['date']}, {summaries[i]['text']}" for i in expected]
+    lines = [f"id: {n}, time: {summaries[i]['date']}, {summaries[i]['text']}" for n, i in enumerate(expected)]
     assert state["evidence"] == lines
     assert "\n".join(lines) in prompt(calls_of(m, "LightReply")[0])
     assert all("May, 2023" in line for line in lines)
@@ -144,7 +145,8 @@ def test_b3_light_answer_goes_to_reflect_without_deep(ctx: Context) -> None:
     m = model()
     out, state = run(ctx, m)
     assert nodes(out["trace"]) == ["light", "reflect", "answer"]
-    assert route_after_light(state | {"hymem_route": "reflect"}) == "reflect"
+    assert state["hymem_route"] == "reflect" and route_after_light(state) == "reflect"
+    assert route_after_light({**state, "hymem_route": "deep"}) == "deep"  # type: ignore[typeddict-item]
     assert not calls_of(m, "SelectReply") and not calls_of(m, "DeepReply")
     assert out["answer"] == "Pixel" and state["hymem_status"] == "light"
     assert records(out, "answer")[0]["answered_by"] == "light"
@@ -269,7 +271,11 @@ def test_b8_round_two_uses_rewritten_query_and_memory_pool(ctx: Context, data_di
     out, state = run(ctx, m, hymem_light_k=3, hymem_deep_n=4)
     lights = calls_of(m, "LightReply")
     deeps = calls_of(m, "DeepReply")
-    assert len(lights) == 2 and len(deeps) == 2
+    sels = calls_of(m, "SelectReply")
+    assert len(lights) == 2 and len(deeps) == 2 and len(sels) == 2
+    # Algorithm 1, line 10: the selection call (a retriever) gets q_i, the generators get q0
+    assert f"Question: {Q}" in prompt(sels[0]) and f"Question: {q2}" in prompt(sels[1])
+    assert Q not in prompt(sels[1])
     for c in lights + deeps:
         assert f"Question: {Q}" in prompt(c)
         assert q2 not in prompt(c)
@@ -291,7 +297,9 @@ def test_b9_reflect_rewrite_goes_back_to_light(ctx: Context) -> None:
     assert nodes(out["trace"]) == ["light", "reflect", "light", "reflect", "answer"]
     assert state["query"] == "Q2" and state["iteration"] == 1
     assert state["hymem_reflections"] == [{"round": 0, "satisfied": False, "new_question": "Q2"}]
-    assert route_after_reflect({"hymem_next": "light"}) == "light"  # type: ignore[typeddict-item]
+    assert [r["next"] for r in records(out, "reflect")] == ["light", "answer"]
+    assert route_after_reflect(state) == "answer"  # the last reflect made no call and ended the rounds
+    assert route_after_reflect({**state, "hymem_next": "light"}) == "light"  # type: ignore[typeddict-item]
 
 
 def test_b9_reflect_satisfied_goes_to_answer(ctx: Context) -> None:
@@ -358,7 +366,7 @@ def test_b11_all_sessions_shown_skips_the_deep_answer_and_keeps_the_draft(data_d
 def test_b12_answer_makes_no_call_and_supports_are_shown_links(ctx: Context) -> None:
     m = model(LightReply=[LIGHT_NO, LIGHT_OK], DeepReply={"answer": "first draft", "supports": []},
               ReflectReply={"finished": 0, "new_question": "Pixel cat name"})
-    out, state = run(ctx, m)
+    out, state = run(ctx, m, hymem_light_supports="all_shown")
     n_before = len(m.calls)
     assert records(out, "answer")[0]["calls"] == 0
     assert out["answer"] == state["draft_answer"] == "Pixel"
@@ -408,24 +416,105 @@ def test_empty_store_gives_a_reason_and_no_crash(data_dir: str) -> None:
     assert "no module produced an answer" in records(out, "answer")[0]["why"]
 
 
-LIGHTS = st.sampled_from([LIGHT_OK, LIGHT_NO, {"finished": "0", "answer": ""}, "not json", {"finished": 7}])
+LIGHTS = st.sampled_from([LIGHT_OK, LIGHT_NO, {"finished": "0", "answer": ""}, "not json", {"finished": 7},
+                          {"finished": 0, "answer": "No information available", "used": [1]}])
 SELECTS = st.sampled_from([{"selected": [0, 2]}, {"selected": []}, {"selected": [3, 3, 99, "x"]}, "bad"])
-DEEPS = st.sampled_from([DEEP_OK, {"answer": ""}, "free text answer", "", {"answer": "x", "supports": "D2:1"}])
+DEEPS = st.sampled_from([DEEP_OK, {"answer": ""}, "free text answer", "", {"answer": "x", "supports": "D2:1"},
+                         '{"answer": ""}', '{"supports": ["D2:1"]}'])
 REFLECTS = st.sampled_from([SATISFIED, {"finished": 0, "new_question": "Q2"}, {"finished": 0}, "bad",
                             {"finished": 0, "new_question": "Q3"}])
+# Every text a scripted reply offers as an answer; the final answer must be one of them (or NO_INFO).
+WRITTEN_ANSWERS = {"Pixel", "x", "free text answer", NO_INFO}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(light=st.lists(LIGHTS, min_size=1, max_size=3), select=st.lists(SELECTS, min_size=1, max_size=3),
        deep=st.lists(DEEPS, min_size=1, max_size=3), reflect=st.lists(REFLECTS, min_size=1, max_size=2))
-def test_b13_any_replies_stay_within_seven_calls_and_never_leave_an_empty_answer(
+def test_b13_any_replies_stay_within_seven_calls_and_answer_with_written_text(
     ctx: Context, light: list[Any], select: list[Any], deep: list[Any], reflect: list[Any]
 ) -> None:
     m = model(LightReply=light, SelectReply=select, DeepReply=deep, ReflectReply=reflect)
-    out, _ = run(ctx, m)
+    out, state = run(ctx, m)
     first_attempts = [c for c in m.calls if len(c["messages"]) == 1]  # a retry carries the failed reply
     assert len(first_attempts) <= 7
-    assert out["answer"].strip()
+    assert out["answer"] in WRITTEN_ANSWERS  # never JSON, never empty
     assert records(out, "answer")[0]["why"]
-    shown = {t for r in out["trace"] for t in r.get("shown_turn_ids") or ()}
-    assert set(out["supports"]) <= shown
+    if out["answer"] == NO_INFO:
+        assert out["supports"] == []
+    else:
+        assert out["supports"] and set(out["supports"]) <= set(open_workspace(ctx.data_dir).turns("ns"))
+
+
+# --- light supports: the summaries the answer used ------------------------------------------------
+
+
+def test_light_supports_are_the_turns_of_the_cited_summaries(ctx: Context) -> None:
+    m = model(LightReply={"finished": 0, "answer": "Pixel", "used": [2, 99, 2]})
+    out, state = run(ctx, m, hymem_light_k=4)
+    summaries = load_summaries(open_workspace(ctx.data_dir), "ns")
+    cited = state["hymem_light_ids"][2]
+    assert out["supports"] == summaries[cited]["turn_ids"]
+    assert records(out, "light")[0]["supports_from"] == "summaries the light call cited"
+    assert "id: 2, time:" in prompt(calls_of(m, "LightReply")[0])
+
+
+def test_light_supports_without_citation_are_the_summaries_sharing_the_answers_words(ctx: Context) -> None:
+    m = model(LightReply={"finished": 0, "answer": "Berlin marathon", "used": [99]})
+    out, state = run(ctx, m, hymem_light_k=50)
+    summaries = load_summaries(open_workspace(ctx.data_dir), "ns")
+    assert out["supports"] == [t for i in state["hymem_light_ids"] if "Berlin marathon" in summaries[i]["text"]
+                               for t in summaries[i]["turn_ids"]]
+    assert len(out["supports"]) < len(records(out, "light")[0]["shown_turn_ids"])
+
+
+# --- an answer is text a model wrote as its answer -------------------------------------------------
+
+
+@pytest.mark.parametrize("reply", ['{"answer": ""}', '{"supports": ["D1:1"]}', "", '{"answer": {"a": 1}}'])
+def test_a_json_only_or_empty_deep_reply_is_never_the_answer(ctx: Context, reply: str) -> None:
+    m = model(LightReply=LIGHT_NO, DeepReply=reply, ReflectReply={"finished": 1})
+    out, _ = run(ctx, m)
+    assert out["answer"] == NO_INFO
+    assert records(out, "deep")[0]["answer_from"] == "no info"
+    assert len(calls_of(m, "DeepReply")) == 2  # the validation error was shown once
+
+
+@pytest.mark.parametrize("second", ['{"answer": ""}', {"answer": "No information available", "supports": []}])
+def test_a_deep_reply_without_an_answer_keeps_the_earlier_answer(ctx: Context, second: Any) -> None:
+    m = model(LightReply=LIGHT_NO, DeepReply=[{"answer": "Pixel", "supports": ["D1:1"]}, second],
+              ReflectReply={"finished": 0, "new_question": "the cat's name again"})
+    out, state = run(ctx, m)
+    assert len(records(out, "deep")) == 2
+    assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
+    assert records(out, "deep")[1]["answer_from"].startswith("memory pool")
+
+
+@pytest.mark.parametrize("light", [{"finished": 0, "answer": "No information available."},
+                                   {"finished": 0, "answer": '{"answer": ""}'}])
+def test_light_no_information_is_insufficient(ctx: Context, light: dict[str, Any]) -> None:
+    m = model(LightReply=light)
+    out, _ = run(ctx, m)
+    assert nodes(out["trace"])[:2] == ["light", "deep"]
+    assert out["answer"] == "Pixel"
+
+
+# --- turn ids of any shape ----------------------------------------------------------------------------
+
+
+def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
+    turns = tuple(Turn(id=i, speaker=spk, text=t, session=1, index=k, date_time="1 May, 2023")
+                  for k, (i, spk, t) in enumerate([("ann-cat", "Ann", "I adopted a grey cat named Pixel"),
+                                                   ("bob-q1", "Bob", "What does Pixel eat?")], start=1))
+    conv = Conversation(id="custom", speakers=("Ann", "Bob"), sessions=(Session(1, "1 May, 2023", None, turns),))
+    summariser = ScriptedChatModel(default={"items": [{"text": "Ann adopted a grey cat, Pixel", "turn_ids": ["ann-cat"]},
+                                                      {"text": "Bob asked what Pixel eats", "turn_ids": ["[bob-q1]"]}]})
+    ctx = Context(data_dir=data_dir, chat_model=summariser)
+    ingest_conversation(conv, "ns", ctx, methods=["hymem"])
+    m = model(LightReply=LIGHT_NO, DeepReply={"answer": "Pixel", "supports": "[ann-cat], Bob-Q1, D1:1"})
+    out, _ = run(ctx, m)
+    assert out["supports"] == ["ann-cat", "bob-q1"]
+    assert [c["id"] for c in out["critical_memories"]] == ["ann-cat", "bob-q1"]
+    light = model(LightReply={"finished": 0, "answer": "Pixel", "used": [0]})
+    out, state = run(ctx, light)
+    summaries = load_summaries(open_workspace(data_dir), "ns")
+    assert out["supports"] == summaries[state["hymem_light_ids"][0]]["turn_ids"]

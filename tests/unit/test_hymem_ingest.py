@@ -7,6 +7,7 @@ from typing import Any
 
 from app.config import Context
 from app.ingest.hymem import SUMMARY_KIND, load_sessions, load_summaries, session_text
+from app.ingest.models import Conversation, Session, Turn
 from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
 from app.memory.workspace import open_workspace
@@ -113,3 +114,73 @@ def test_cached_reply_is_reused_when_the_index_was_lost(data_dir: str) -> None:
     _, reports = ingest(data_dir, model)
     assert len(model.calls) == 3 and reports[-1].cached_calls == 1
     assert ws.index(SUMMARY_KIND, "ns").count() == 7
+
+
+LONG = [[("Ann" if k % 2 else "Bob", f"event {k}: something about hobby number {k}") for k in range(1, 9)]]  # 8 turns
+
+
+def one_item_unless_told(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A summariser that writes one item, and one per turn only once the retry names the minimum."""
+    if "write at least" in str(messages[-1].content) and len(messages) > 1:
+        return per_turn_summaries(messages[:1], kwargs)
+    return {"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:1"]}]}
+
+
+def test_a_too_sparse_summary_is_retried_once_with_the_minimum(data_dir: str) -> None:
+    model = ScriptedChatModel(default=one_item_unless_told)
+    _, reports = ingest(data_dir, model, LONG)
+    assert len(model.calls) == 2  # the call and one retry
+    first_prompt = str(model.calls[0]["messages"][0].content)
+    assert "This session has 8 turns: write at least 2 sentences" in first_prompt
+    retry = str(model.calls[1]["messages"][-1].content)
+    assert "only 1 item(s) for a session of 8 turns: write at least 2 items" in retry
+    summaries = load_summaries(open_workspace(data_dir), "ns")
+    assert len(summaries) == 8 and not reports[-1].fallbacks
+
+
+def test_still_sparse_after_the_retry_keeps_the_items_and_is_not_redone(data_dir: str) -> None:
+    sparse = {"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:1", "D1:2"]}]}
+    model = ScriptedChatModel(default=sparse)
+    _, reports = ingest(data_dir, model, LONG)
+    assert len(model.calls) == 2
+    summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
+    assert [s["turn_ids"] for s in summaries] == [["D1:1", "D1:2"]]
+    assert any("after the density retry" in f for f in reports[-1].fallbacks)
+    assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is False
+    ingest(data_dir, model, LONG)
+    assert len(model.calls) == 2  # a kept (coarse) summary is cached like any good one
+
+
+def test_density_check_off_accepts_one_item(data_dir: str) -> None:
+    model = ScriptedChatModel(default={"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:1"]}]})
+    ctx = Context(data_dir=data_dir, chat_model=model, hymem_turns_per_summary=0)
+    ingest_conversation(make_conversation(LONG), "ns", ctx, methods=["hymem"])
+    assert len(model.calls) == 1 and "write at least 1 sentences" in str(model.calls[0]["messages"][0].content)
+
+
+def test_a_session_that_fell_back_is_summarised_again_on_the_next_ingest(data_dir: str) -> None:
+    broken = ScriptedChatModel(script=["not json", "still not json"], default=per_turn_summaries)
+    _, first = ingest(data_dir, broken)
+    assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is True
+    good = ScriptedChatModel(default=lambda m, k: {"items": [{"text": "Ann adopted Pixel, a two-year-old grey cat",
+                                                              "turn_ids": ["D1:1", "D1:3"]}]})
+    _, again = ingest(data_dir, good)
+    assert len(good.calls) == 1 and again[-1].llm_calls == 1  # only the session that fell back
+    ws = open_workspace(data_dir)
+    assert load_sessions(ws, "ns")["S1"]["fallback"] is False
+    s1 = [s for s in load_summaries(ws, "ns").values() if s["session"] == "S1"]
+    assert [s["turn_ids"] for s in s1] == [["D1:1", "D1:3"]]  # the per-turn fallback items are gone
+    assert ws.index(SUMMARY_KIND, "ns").count() == 1 + 2 + 2
+    ingest(data_dir, good)
+    assert len(good.calls) == 1
+
+
+def test_custom_turn_ids_link_summaries(data_dir: str) -> None:
+    turns = tuple(Turn(id=i, speaker=spk, text=t, session=1, index=k, date_time="1 May, 2023")
+                  for k, (i, spk, t) in enumerate([("ann-cat", "Ann", "I adopted a cat named Pixel"),
+                                                   ("bob-q1", "Bob", "What does Pixel eat?")], start=1))
+    conv = Conversation(id="custom", speakers=("Ann", "Bob"), sessions=(Session(1, "1 May, 2023", None, turns),))
+    model = ScriptedChatModel(default={"items": [{"text": "Ann adopted Pixel; Bob asked what Pixel eats",
+                                                  "turn_ids": "[ann-cat], BOB-Q1, D1:1"}]})
+    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=model), methods=["hymem"])
+    assert [s["turn_ids"] for s in load_summaries(open_workspace(data_dir), "ns").values()] == [["ann-cat", "bob-q1"]]
