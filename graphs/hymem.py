@@ -22,7 +22,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
@@ -37,7 +37,15 @@ from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
 from app.turn_ids import TurnIdMatcher, id_items
-from graphs.common import NO_INFO, clean_answer, critical_from_turns, is_no_info, messages, workspace
+from graphs.common import (
+    NO_INFO,
+    clean_answer,
+    critical_from_turns,
+    is_no_info,
+    messages,
+    wire_question_lifecycle,
+    workspace,
+)
 
 MAX_TOKENS = 512
 _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"
@@ -481,11 +489,10 @@ builder.add_node("light", light)
 builder.add_node("deep", deep)
 builder.add_node("reflect", reflect)
 builder.add_node("answer", answer)
-builder.add_edge(START, "light")
 builder.add_conditional_edges("light", route_after_light, ["deep", "reflect"])
 builder.add_edge("deep", "reflect")
 builder.add_conditional_edges("reflect", route_after_reflect, ["light", "answer"])
-builder.add_edge("answer", END)
+wire_question_lifecycle(builder, "light", "answer")
 
 graph = builder.compile()
 graph.name = "hymem"

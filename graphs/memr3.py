@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
 
@@ -42,6 +42,7 @@ from graphs.common import (
     is_no_info,
     messages,
     snippet_source,
+    wire_question_lifecycle,
     workspace,
 )
 
@@ -399,11 +400,10 @@ builder.add_node("retrieve", retrieve)
 builder.add_node("router", router)
 builder.add_node("reflect", reflect)
 builder.add_node("answer", answer)
-builder.add_edge(START, "retrieve")
 builder.add_edge("retrieve", "router")
 builder.add_conditional_edges("router", route_after_router, ["retrieve", "reflect", "answer"])
 builder.add_edge("reflect", "router")
-builder.add_edge("answer", END)
+wire_question_lifecycle(builder, "retrieve", "answer")
 
 graph = builder.compile()
 graph.name = "memr3"

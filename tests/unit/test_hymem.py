@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
 
 from app.config import Context
 from app.ingest.hymem import load_sessions, load_summaries
@@ -518,3 +519,17 @@ def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
     out, state = run(ctx, light)
     summaries = load_summaries(open_workspace(data_dir), "ns")
     assert out["supports"] == summaries[state["hymem_light_ids"][0]]["turn_ids"]
+
+
+def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None:
+    m = model(LightReply=LIGHT_NO, ReflectReply={"finished": 0, "new_question": "rewritten"})
+    g = graph.builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "same"}, "recursion_limit": 40}
+    g.invoke({"namespace": "ns", "question": Q}, config, context=ctx.with_overrides(chat_model=m))
+    n_calls = len(m.calls)
+    second = g.invoke({"namespace": "ns", "question": "Where did Ann move?"}, config,
+                      context=ctx.with_overrides(chat_model=m))
+    lights = records(second, "light")
+    assert lights[0]["query"] == "Where did Ann move?" and lights[0]["round"] == 0
+    assert len(m.calls) - n_calls == 7  # two full rounds again, reflect included
+    assert second["iteration"] == 1

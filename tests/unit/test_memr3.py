@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langgraph.checkpoint.memory import InMemorySaver
 
 from app.config import Context
 from app.ingest.chunks import chunk_index, chunk_turns
@@ -400,3 +401,15 @@ def test_an_external_retrievers_ids_give_supports_and_critical_memories(data_dir
     out, _ = run_graph(graph, ctx, "ext", "Where does Zed live?")
     assert out["answer"] == "Oslo" and out["supports"] == ["zed-1"]
     assert out["critical_memories"] == [{"id": "zed-1", "text": "[zed-1] Zed: I live in Oslo"}]
+
+
+def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None:
+    model = scripted(default=by_kind(route("retrieve", evidence=["[D1:1] Ann adopted Pixel"], retrieval_query="more")))
+    g = graph.builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "same"}, "recursion_limit": 30}
+    first = g.invoke({"namespace": "ns", "question": Q}, config, context=with_model(ctx, model))
+    second = g.invoke({"namespace": "ns", "question": "Which city did Ann move to?"}, config,
+                      context=with_model(ctx, model))
+    assert first["iteration"] == second["iteration"] == 5  # the budget is not already spent
+    assert [r["query_text"] for r in second["trace"] if r["node"] == "retrieve"][0] == "Which city did Ann move to?"
+    assert [m.content for m in second["messages"] if m.type == "human"] == [Q, "Which city did Ann move to?"]
