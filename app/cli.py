@@ -22,11 +22,12 @@ from app.config import Context, context_setting_names
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_dialogue.json"
+# The demo asks each question with MemR3, HyMem and their one-shot baseline (rag), and checks the
+# answer for the text the sample dialogue gives (case-insensitive).
+DEMO_METHODS = ("memr3", "hymem", "rag")
 DEMO_QUESTIONS = [
-    ("memr3", "Who looked after Maya's dog while she was hiking in the Dolomites?"),
-    ("memr3", "When did Theo make his first pottery bowl?"),
-    ("rag", "What is the name of Maya's dog?"),
-    ("full_context", "Where does Maya work now?"),
+    ("Who looked after Maya's dog while she was hiking in the Dolomites?", "Priya"),
+    ("Where does Maya work now?", "Oakwood"),
 ]
 
 
@@ -247,23 +248,36 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from app.ingest.hymem import load_summaries
     from app.ingest.loaders import load_conversation
     from app.ingest.pipeline import ingest_conversation
     from app.llm.local_runtime import setup
+    from app.memory.workspace import open_workspace
     from app.runner import ask
 
     ctx = _context(args)
     if not os.environ.get("RECOLLECT_LLM_BASE_URL"):
         setup()
     conversation = load_conversation(SAMPLE)
-    print(f"\n== ingest {SAMPLE.name} into namespace 'demo'")
-    ingest_conversation(conversation, "demo", ctx, methods=["memr3"], show_progress=True)
-    for method, question in DEMO_QUESTIONS:
-        print(f"\n== {method}: {question}", flush=True)
-        result = ask("demo", question, method, ctx, on_step=_print_step)
-        usage = result.get("usage") or {}
-        print(f"answer: {result.get('answer')}   supports: {', '.join(result.get('supports') or []) or '(none)'}"
-              f"   [{usage.get('calls', 0)} LLM calls, {result.get('wall_time_s', 0):.0f}s]", flush=True)
+    print(f"\n== ingest {SAMPLE.name} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
+          "into namespace 'demo': memr3 (chunks, no LLM), hymem (one summary call per session)", flush=True)
+    reports = ingest_conversation(conversation, "demo", ctx, methods=["memr3", "hymem"], show_progress=True)
+    hymem = next(r for r in reports if r.method == "hymem")
+    summaries = load_summaries(open_workspace(ctx.data_dir), "demo")
+    print(f"hymem: {len(summaries)} Level-1 summaries, {hymem.llm_calls} LLM calls ({hymem.cached_calls} cached), "
+          f"{hymem.seconds:.0f}s" + (f"; notes: {'; '.join(hymem.fallbacks)}" if hymem.fallbacks else ""), flush=True)
+    right = 0
+    for question, expected in DEMO_QUESTIONS:
+        for method in DEMO_METHODS:
+            print(f"\n== {method}: {question}", flush=True)
+            result = ask("demo", question, method, ctx, on_step=_print_step)
+            usage = result.get("usage") or {}
+            ok = expected.lower() in str(result.get("answer") or "").lower()
+            right += ok
+            print(f"answer: {result.get('answer')}   supports: {', '.join(result.get('supports') or []) or '(none)'}"
+                  f"   [{usage.get('calls', 0)} LLM calls, {result.get('wall_time_s', 0):.0f}s]", flush=True)
+            print(f"expected: {expected}   {'right' if ok else 'WRONG'}", flush=True)
+    print(f"\n== {right} of {len(DEMO_QUESTIONS) * len(DEMO_METHODS)} answers hold the expected text", flush=True)
     return 0
 
 
