@@ -303,9 +303,12 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     ctx = Context()
+    described = {f.name: f.metadata.get("description", "") for f in fields(Context)}
     for name in context_setting_names():
-        print(f"{name} = {getattr(ctx, name)!r}")
+        print(f"{name} = {getattr(ctx, name)!r}" + (f"  # {described[name]}" if described.get(name) else ""))
     return 0
 
 

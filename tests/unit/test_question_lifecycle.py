@@ -13,7 +13,7 @@ from langgraph.graph import StateGraph
 from app.config import Context
 from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import scripted
-from app.runner import load_graph, sqlite_checkpointer
+from app.runner import GRAPHS, load_graph, sqlite_checkpointer
 from app.state import MemoryState
 from graphs.common import fresh_question_fields, per_question_fields, wire_question_lifecycle
 from tests.unit.helpers import make_conversation
@@ -103,3 +103,12 @@ def test_several_last_nodes_all_reach_finish_question() -> None:
     assert g.invoke({"namespace": "x", "question": "go b"})["messages"][-1].content == "B"
     assert g.invoke({"namespace": "x", "question": "stop"})["messages"][-1].content == "A"
 
+
+
+def test_every_registered_graph_is_wired() -> None:
+    """Each method's graph starts and ends through the lifecycle nodes, so no thread keeps stale state."""
+    for method in GRAPHS:
+        graph = load_graph(method).get_graph()
+        assert {"start_question", "finish_question"} <= set(graph.nodes), method
+        assert {e.target for e in graph.edges if e.source == "__start__"} == {"start_question"}, method
+        assert {e.source for e in graph.edges if e.target == "__end__"} == {"finish_question"}, method

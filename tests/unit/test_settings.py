@@ -61,3 +61,9 @@ def test_serve_fails_clearly_when_the_port_is_taken(capsys: pytest.CaptureFixtur
         port = sock.getsockname()[1]
         assert main(["serve", "--port", str(port)]) == 2
     assert f"port {port} is already in use" in capsys.readouterr().err
+
+
+def test_settings_command_shows_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["settings"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memr3_max_iterations"))
+    assert line == "memr3_max_iterations = 5  # MemR3: router calls per question (n_max)"
