@@ -224,7 +224,8 @@ class Context:
     # Improvement (spec: any non-empty list of items is a summary): a session needs at least one Level-1
     # item per this many turns (a 20-turn session: 5), else the summary call is retried once with that
     # instruction; one item per session makes light show everything and deep selection meaningless.
-    # 0 = the spec (no density check).
+    # Turns no item links to are added as their own turn-line item (probe: the 1.5B model summarised the
+    # first 6 of 16 turns twice). 0 = the spec (no density check, no added turn lines).
     hymem_turns_per_summary: int = setting(
         4, "HyMem: turns per required summary item at ingest; 0 = no density check", ge=0)
     # Improvement (spec: light supports are every turn linked from the k shown summaries): the light

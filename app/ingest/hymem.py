@@ -6,10 +6,13 @@
   turn ids it came from (our addition: turn-level supports and evidence recall). They are embedded in
   the Chroma collection `hymem_summaries` and stored as docs (kind `hymem_summary`) with their links.
 
-Density (our addition, `hymem_turns_per_summary`): a session of n turns needs at least
-ceil(n / turns_per_summary) items; a sparser reply is retried once with that instruction, and if the
-retry is still sparse its items are kept (a valid summary, only coarser) and noted in the report.
-One item per session would make light show everything and deep selection choose among sessions.
+Density (our addition, `hymem_turns_per_summary`; 0 = the spec): a session of n turns needs at
+least ceil(n / turns_per_summary) items; a sparser reply is retried once with that instruction, and
+if the retry is still sparse its items are kept (a valid summary, only coarser) and noted in the
+report. Turns that no item links to are then added as their own line (the spec's per-turn fallback,
+for those turns only): the local model tends to summarise the start of a long session and stop, and
+an unlinked turn would otherwise be reachable by no Level-1 search. One item per session would make
+light show everything and deep selection choose among sessions.
 
 Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
 temperature, density) matches its stored doc is skipped with no LLM call and no embedding, unless it
@@ -134,7 +137,8 @@ def dense_reply(n_turns: int, needed: int) -> type[SummaryReply]:
             if len(v) < needed:
                 raise ValueError(
                     f"only {len(v)} item(s) for a session of {n_turns} turns: write at least {needed} items, "
-                    "one per distinct event or topic, each with the turn_ids it comes from"
+                    "one per distinct event or topic, covering the session up to its last turn, each with the turn_ids "
+                    "it comes from"
                 )
             return v
 
@@ -186,6 +190,13 @@ def link_items(
 def fallback_items(session: Session) -> list[dict[str, Any]]:
     """One summary per turn, equal to the turn line, linked to that turn."""
     return [{"text": turn_line(t), "turn_ids": [t.id]} for t in session.turns]
+
+
+def cover_unlinked(session: Session, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items plus one turn-line item for each turn no item links to; returns (items, those turn ids)."""
+    linked = {t for item in items for t in item["turn_ids"]}
+    missing = [t for t in session.turns if t.id not in linked]
+    return items + [{"text": turn_line(t), "turn_ids": [t.id]} for t in missing], [t.id for t in missing]
 
 
 # ----------------------------------------------------------------------------------------- build
@@ -264,6 +275,10 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Contex
             items = fallback_items(session)
         if failed:
             report.fallbacks.append(f"{sid}: summary fallback (one summary per turn): {error[:200]}")
+        elif ctx.hymem_turns_per_summary > 0:
+            items, unlinked = cover_unlinked(session, items)
+            if unlinked:
+                notes.append(f"{sid}: {len(unlinked)} turn(s) no summary links to, added as turn lines")
         report.fallbacks.extend(notes)
 
         meta = date_meta(session)

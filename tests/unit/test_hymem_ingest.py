@@ -27,8 +27,9 @@ def per_turn_summaries(messages: list[Any], kwargs: dict[str, Any]) -> dict[str,
     return {"items": [{"text": f"{s} said: {t}", "turn_ids": [i]} for i, s, t in LINE.findall(messages[-1].content)]}
 
 
-def ingest(data_dir: str, model: ScriptedChatModel, sessions: list[list[tuple[str, str]]] = SESSIONS) -> tuple[Context, list[Any]]:
-    ctx = Context(data_dir=data_dir, chat_model=model)
+def ingest(data_dir: str, model: ScriptedChatModel, sessions: list[list[tuple[str, str]]] = SESSIONS,
+           **settings: Any) -> tuple[Context, list[Any]]:
+    ctx = Context(data_dir=data_dir, chat_model=model, **settings)
     reports = ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["hymem"])
     return ctx, reports
 
@@ -70,7 +71,7 @@ def test_invalid_turn_ids_are_replaced_by_the_two_nearest_turns(data_dir: str) -
                               {"text": "   ", "turn_ids": ["D1:1"]}]}
         return per_turn_summaries(messages, kwargs)
 
-    _, reports = ingest(data_dir, ScriptedChatModel(default=reply))
+    _, reports = ingest(data_dir, ScriptedChatModel(default=reply), hymem_turns_per_summary=0)
     s1 = [s for s in load_summaries(open_workspace(data_dir), "ns").values() if s["session"] == "S1"]
     assert len(s1) == 1, "the empty-text item must be dropped"
     assert len(s1[0]["turn_ids"]) == 2
@@ -92,7 +93,7 @@ def test_malformed_reply_twice_falls_back_to_one_summary_per_turn(data_dir: str)
 
 def test_plain_string_items_are_accepted_and_linked(data_dir: str) -> None:
     model = ScriptedChatModel(default={"items": ["Someone talked about something"]})
-    ingest(data_dir, model)
+    ingest(data_dir, model, hymem_turns_per_summary=0)
     for s in load_summaries(open_workspace(data_dir), "ns").values():
         assert len(s["turn_ids"]) == 2
 
@@ -144,8 +145,11 @@ def test_still_sparse_after_the_retry_keeps_the_items_and_is_not_redone(data_dir
     _, reports = ingest(data_dir, model, LONG)
     assert len(model.calls) == 2
     summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
-    assert [s["turn_ids"] for s in summaries] == [["D1:1", "D1:2"]]
+    # the kept item, then a turn line for each turn it does not link to
+    assert [s["turn_ids"] for s in summaries] == [["D1:1", "D1:2"]] + [[f"D1:{k}"] for k in range(3, 9)]
+    assert summaries[1]["text"] == "[D1:3] Ann: event 3: something about hobby number 3"
     assert any("after the density retry" in f for f in reports[-1].fallbacks)
+    assert any("6 turn(s) no summary links to" in f for f in reports[-1].fallbacks)
     assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is False
     ingest(data_dir, model, LONG)
     assert len(model.calls) == 2  # a kept (coarse) summary is cached like any good one
@@ -169,8 +173,8 @@ def test_a_session_that_fell_back_is_summarised_again_on_the_next_ingest(data_di
     ws = open_workspace(data_dir)
     assert load_sessions(ws, "ns")["S1"]["fallback"] is False
     s1 = [s for s in load_summaries(ws, "ns").values() if s["session"] == "S1"]
-    assert [s["turn_ids"] for s in s1] == [["D1:1", "D1:3"]]  # the per-turn fallback items are gone
-    assert ws.index(SUMMARY_KIND, "ns").count() == 1 + 2 + 2
+    assert [s["turn_ids"] for s in s1] == [["D1:1", "D1:3"], ["D1:2"]]  # the fallback's per-turn items are gone
+    assert ws.index(SUMMARY_KIND, "ns").count() == 2 + 2 + 2
     ingest(data_dir, good)
     assert len(good.calls) == 1
 
