@@ -203,8 +203,6 @@ class Context:
         "llm_union", "MRAgent: how seed events are preselected")
     mra_ingest_window_tokens: int = setting(
         1200, "MRAgent: tokens per ingestion window (cue extraction); set at ingest", ge=1)
-    mra_use_category_hints: bool = setting(
-        False, "MRAgent: give the model LoCoMo category hints (off: a benchmark leak)")
     mra_tool_protocol: ToolProtocol = setting(
         "auto", "MRAgent: native tool calls, a JSON protocol, or auto by endpoint")
     # Improvement (spec: unknown ids are dropped): a cue reply that names a turn ("D1:3") instead of its
@@ -252,6 +250,11 @@ class Context:
     mg_rewrite_with_question: bool = setting(True, "MGRetrieval: the rewrite call also sees the question")
     mg_keep_surface_forms: bool = setting(
         False, "MGRetrieval: keep keywords' surface forms instead of normalising them")
+    # Improvement (spec: the paper's pyramid order): a group of speaker names only (Φ ≈ half the
+    # conversation) turns its round into dense top-k retrieval over that speaker's turns; "last" visits
+    # such groups after every other group, "in_order" is the spec.
+    mg_speaker_only_groups: Literal["last", "in_order"] = setting(
+        "last", "MGRetrieval: where keyword groups made only of speaker names go in the pyramid (in_order = spec)")
 
     def __post_init__(self) -> None:
         # Every way in (CLI --set, the SDK's `context`, Python) builds a Context, so one check here
