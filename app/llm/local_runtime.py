@@ -240,7 +240,9 @@ class LocalServer:
         logs.mkdir(exist_ok=True)
         self._log = open(logs / f"llama-server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         cmd = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path(self.size)),
+            # The guard stops the server if this process dies without cleaning up (SIGKILL).
+            sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), "llama_cpp.server",
+            "--model", str(model_path(self.size)),
             "--model_alias", self.spec.alias, "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(s.local_n_ctx), "--n_threads", str(s.local_threads),
             "--n_threads_batch", str(s.local_threads),
