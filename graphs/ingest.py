@@ -6,9 +6,11 @@ Exposed through `langgraph.json` so Studio and the HTTP API can ingest and forge
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
@@ -35,12 +37,17 @@ def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"reports": reports, "trace": emit("ingest", conversation=conversation.id, methods=methods, reports=reports)}
 
 
-builder = StateGraph(IngestState, context_schema=Context)
-builder.add_node("ingest", ingest)
-builder.add_edge(START, "ingest")
-builder.add_edge("ingest", END)
-graph = builder.compile()
-graph.name = "ingest"
+def _one_node_graph(name: str, state: type, node: Callable[..., dict[str, Any]]) -> CompiledStateGraph:
+    builder = StateGraph(state, context_schema=Context)
+    builder.add_node(name, node)
+    builder.add_edge(START, name)
+    builder.add_edge(name, END)
+    compiled = builder.compile()
+    compiled.name = name
+    return compiled
+
+
+graph = _one_node_graph("ingest", IngestState, ingest)
 
 
 class ForgetState(TypedDict):
@@ -52,9 +59,4 @@ def forget(state: ForgetState, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"forgotten": forget_namespace(state["namespace"], runtime.context)}
 
 
-forget_builder = StateGraph(ForgetState, context_schema=Context)
-forget_builder.add_node("forget", forget)
-forget_builder.add_edge(START, "forget")
-forget_builder.add_edge("forget", END)
-forget_graph = forget_builder.compile()
-forget_graph.name = "forget"
+forget_graph = _one_node_graph("forget", ForgetState, forget)
