@@ -230,6 +230,13 @@ class Context:
     # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
     hymem_light_supports: Literal["cited", "all_shown"] = setting(
         "cited", "HyMem: light supports are the cited summaries' turns or every shown one")
+    # Improvement (spec: a light answer judged sufficient is final): a Level-1 summary written by a small
+    # model can misattribute or invent a fact, so a light answer must also be found in the raw turns its
+    # cited summaries link to (their text and date, not the speaker label: "Theo" read off a summary of
+    # Theo's question is not grounded); otherwise the round escalates to deep, which reads the sessions.
+    # false = the spec.
+    hymem_light_grounding: bool = setting(
+        True, "HyMem: escalate to deep when a light answer is not found in the turns of its summaries")
     # Improvement (spec: light answers "completely", deep lists every plausible answer): ask both for a
     # short phrase copied from the memory, as the baselines do; long free-form answers lower token F1
     # and the 1.5B model mixes people up in them. "full" = the spec's wording.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 import uuid
@@ -116,6 +117,24 @@ def grounded_supports(ctx: Context, namespace: str, answer: str, candidates: Ite
             if len(out) >= limit:
                 break
     return out
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+# Words too common to show that an answer rests on a text.
+_COMMON = frozenset({
+    "the", "and", "was", "were", "that", "this", "with", "for", "from", "her", "his", "she", "they", "them",
+    "their", "has", "had", "have", "not", "are", "about", "after", "before", "into", "also", "then", "than",
+    "did", "does", "when", "where", "who", "what",
+})
+
+
+def grounded_in(text: str, sources: Iterable[str]) -> bool:
+    """At least half of the answer's content words (3+ characters, not too common) occur in the sources."""
+    words = {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON}
+    if not words:
+        return False
+    seen = set(_WORD.findall(" ".join(sources).lower()))
+    return 2 * len(words & seen) >= len(words)
 
 
 def messages(system: str | None, user: str) -> list:

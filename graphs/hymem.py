@@ -41,6 +41,7 @@ from graphs.common import (
     NO_INFO,
     clean_answer,
     critical_from_turns,
+    grounded_in,
     is_no_info,
     messages,
     wire_question_lifecycle,
@@ -162,6 +163,13 @@ def _light_supports(ctx: Context, kept: list[Unit], used: list[int], answer: str
     return _turns_of(kept), "all shown summaries (no citation, no overlap)"
 
 
+def _in_turns(ctx: Context, namespace: str, answer: str, turn_ids: list[str]) -> bool:
+    """The answer's content words are in these turns' text or date (hymem_light_grounding)."""
+    turns = workspace(ctx).turns(namespace)
+    sources = [f"{t.date_time} {t.full_text}" for tid in turn_ids if (t := turns.get(tid)) is not None]
+    return grounded_in(answer, sources)
+
+
 def _pool_line(draft: str | None) -> list[str]:
     return [f"previous answer: {draft}"] if draft else []
 
@@ -231,15 +239,21 @@ def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         "usage": res.usage,
     }
     supports_from = None
+    ungrounded = None
     if answered:
         assert reply is not None
         supports, supports_from = _light_supports(ctx, kept, reply.used, text)
-        update.update(draft_answer=text, hymem_status="light", supports=supports)
+        if ctx.hymem_light_grounding and not _in_turns(ctx, ns, text, supports):
+            ungrounded, answered = text, False
+            why = "light answer not found in the turns its summaries link to: escalate to deep"
+            update["hymem_route"] = "deep"
+        else:
+            update.update(draft_answer=text, hymem_status="light", supports=supports)
     update["trace"] = emit(
         "light", round=rnd, query=query, question=question, summary_ids=[u.id for u in kept],
         dropped_for_budget=[u.id for u in units[len(kept):]], finished=reply.finished if reply else None,
         answer=text if answered else None, used=reply.used if reply else None, decision=update["hymem_route"],
-        why=why, supports=update.get("supports"), supports_from=supports_from,
+        why=why, supports=update.get("supports"), supports_from=supports_from, ungrounded_answer=ungrounded,
         shown_turn_ids=shown, **(res.failure_note() if reply is None else {}),
     )
     return update

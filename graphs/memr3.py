@@ -17,7 +17,6 @@ Three settings make the answer rest on what the loop saw rather than only on the
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from langgraph.graph import StateGraph
@@ -38,6 +37,7 @@ from graphs.common import (
     bullets,
     clean_answer,
     critical_from_turns,
+    grounded_in,
     grounded_supports,
     is_no_info,
     messages,
@@ -281,24 +281,6 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-# Words too common to show that a draft rests on what was retrieved.
-_COMMON = frozenset({
-    "the", "and", "was", "were", "that", "this", "with", "for", "from", "her", "his", "she", "they", "them",
-    "their", "has", "had", "have", "not", "are", "about", "after", "before", "into", "also", "then", "than",
-    "did", "does", "when", "where", "who", "what",
-})
-
-
-def _grounded(text: str, sources: list[str]) -> bool:
-    """At least half of the draft's content words occur in the texts the loop was shown."""
-    words = {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON}
-    if not words:
-        return False
-    seen = set(_WORD.findall(" ".join(sources).lower()))
-    return 2 * len(words & seen) >= len(words)
-
-
 def _router_fell_back(state: MemoryState) -> bool:
     routers = [r for r in state.get("trace") or [] if r.get("node") == "router"]
     return bool(routers and routers[-1].get("fallback"))
@@ -359,7 +341,7 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     if reply is not None and not is_no_info(replied):
         text, source = replied, "answer call"
     elif reply is not None and ctx.memr3_prefer_grounded_draft and draft and not is_no_info(draft) \
-            and _grounded(draft, evidence + snippet_texts + [t for _, t in shown]):
+            and grounded_in(draft, evidence + snippet_texts + [t for _, t in shown]):
         text, source = draft, "grounded draft (the answer call found no answer)"
     elif reply is not None:
         text, source = NO_INFO, "answer call"

@@ -533,3 +533,27 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None
     assert lights[0]["query"] == "Where did Ann move?" and lights[0]["round"] == 0
     assert len(m.calls) - n_calls == 7  # two full rounds again, reflect included
     assert second["iteration"] == 1
+
+
+# --- hymem_light_grounding: a light answer must be in the raw turns behind its summaries ------------
+
+
+@pytest.mark.parametrize("answer", ["Whiskers", "Bob"])  # invented; only a speaker label, never in a turn's text
+def test_an_ungrounded_light_answer_escalates_to_deep(ctx: Context, answer: str) -> None:
+    m = model(LightReply={"finished": 0, "answer": answer, "used": list(range(50))})
+    out, _ = run(ctx, m, hymem_light_k=50)
+    light = records(out, "light")[0]
+    assert nodes(out["trace"])[:2] == ["light", "deep"]
+    assert light["ungrounded_answer"] == answer and light["decision"] == "deep"
+    assert out["answer"] == "Pixel" and records(out, "answer")[0]["answered_by"] != "light"
+
+
+def test_a_grounded_light_answer_is_kept_and_the_check_can_be_switched_off(ctx: Context) -> None:
+    grounded, _ = run(ctx, model(LightReply={"finished": 0, "answer": "the Berlin marathon", "used": [99]}),
+                      hymem_light_k=50)
+    assert nodes(grounded["trace"]) == ["light", "reflect", "answer"]
+    assert grounded["answer"] == "the Berlin marathon"
+
+    spec, _ = run(ctx, model(LightReply={"finished": 0, "answer": "Whiskers", "used": [0]}),
+                  hymem_light_grounding=False)
+    assert nodes(spec["trace"]) == ["light", "reflect", "answer"] and spec["answer"] == "Whiskers"
