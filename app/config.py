@@ -66,6 +66,16 @@ class Settings(BaseSettings):
     local_model: Literal["1.5b", "0.5b"] = "1.5b"
     local_n_ctx: int = 8192
     local_threads: int = 2
+    # Which llama.cpp server runs the embedded model. "xllamacpp" (default): llama.cpp's own C++ server from
+    # a prebuilt PyPI wheel, with a host-memory prompt cache. "llama-cpp-python": the earlier runtime,
+    # compiled from source at setup (about 9 minutes on 2 cores); kept so benchmarks can measure both.
+    local_runtime: Literal["xllamacpp", "llama-cpp-python"] = "xllamacpp"
+    # Server slots (requests decoded together) and the host-memory prompt cache of the xllamacpp server.
+    local_parallel: int = Field(default=1, ge=1, le=16)
+    local_cache_ram_mib: int = Field(default=2048, ge=0)
+    # CPU instruction set for the compiled llama-cpp-python runtime: "auto" = AVX-512 when /proc/cpuinfo
+    # reports avx512f/bw/vl, else AVX2; never the native build (it emits AMX and dies with SIGILL here).
+    local_cpu_flags: Literal["auto", "avx512", "avx2"] = "auto"
 
 
 @lru_cache(maxsize=1)

@@ -43,7 +43,9 @@ def _why_unavailable() -> str | None:
     from app.llm.local_runtime import model_verified, runtime_installed
 
     if not runtime_installed():
-        return "llama-cpp-python is not installed (run `make setup`)"
+        from app.config import get_settings
+
+        return f"the llama.cpp runtime ({get_settings().local_runtime}) is not installed (run `make setup`)"
     if not model_verified():
         return "the local model file is missing or unverified (run `make setup`)"
     return None

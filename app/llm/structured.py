@@ -174,6 +174,7 @@ def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency
         latency_s=latency,
         estimated=estimated,
         mg_tokens=mg_token_estimate(prompt_text) + mg_token_estimate(completion_text),
+        cached_tokens=int((meta.get("input_token_details") or {}).get("cache_read") or 0),
     )
 
 

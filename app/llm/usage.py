@@ -1,8 +1,9 @@
 """Usage accounting: LLM calls, prompt/completion tokens and latency, per node and per run.
 
 A usage record is a plain dict so it can live in the checkpointed state:
-`{"calls", "prompt_tokens", "completion_tokens", "latency_s", "estimated_calls", "mg_tokens",
-"by_node": {node: {...same counters...}}}`. Tokens come from the API's usage fields when the reply
+`{"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "estimated_calls", "mg_tokens",
+"by_node": {node: {...same counters...}}}`. `cached_tokens` are prompt tokens the server reused from its
+prompt cache instead of prefilling (OpenAI's and llama.cpp's `prompt_tokens_details.cached_tokens`). Tokens come from the API's usage fields when the reply
 has them, otherwise from the MGRetrieval estimator (`estimate_tokens`), and `estimated_calls`
 counts the latter so reports can say whether figures are measured, estimated or mixed.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "estimated_calls", "mg_tokens")
+COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "estimated_calls", "mg_tokens")
 TOKEN_ESTIMATOR = "mg: 1.1*words + 0.35*symbols"
 
 _WORD = re.compile(r"\w+")
@@ -36,11 +37,13 @@ def call_record(
     latency_s: float,
     estimated: bool,
     mg_tokens: float,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     counters = {
         "calls": 1,
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
+        "cached_tokens": cached_tokens,
         "latency_s": round(latency_s, 4),
         "estimated_calls": 1 if estimated else 0,
         "mg_tokens": round(mg_tokens, 2),
