@@ -1,7 +1,7 @@
 # recollect — two commands on a fresh machine:
 #   make demo   set everything up, then answer questions about the sample dialogue with live traces
 #   make test   set everything up, then run the whole suite (unit, integration, service)
-# Expensive artefacts (the llama.cpp wheel, the joined model) are cached in ~/.cache/recollect,
+# Expensive artefacts (the llama.cpp runtime wheel, the joined model) are cached in ~/.cache/recollect,
 # outside the clone, so a second run on the same machine takes seconds.
 
 PYTHON ?= python3
