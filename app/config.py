@@ -272,6 +272,25 @@ class Context:
     # such groups after every other group, "in_order" is the spec.
     mg_speaker_only_groups: Literal["last", "in_order"] = setting(
         "last", "MGRetrieval: where keyword groups made only of speaker names go in the pyramid (in_order = spec)")
+    # --- MGRetrieval retrieval-round improvements (docs/mgretrieval.md, "Retrieval rounds"); each
+    # deviates from the spec, whose behaviour is one value away. The 1.5B model called round 1
+    # sufficient on thin evidence every time, and narrow keyword groups showed ~9 turns.
+    mg_assess_grounding: bool = setting(
+        True, "MGRetrieval: accept 'sufficient' only when the draft answer is found in the memories shown "
+              "(H and this round's new ones); a 'no information' draft is never sufficient (false = spec)")
+    mg_dense_fill: int = setting(
+        10, "MGRetrieval: top a keyword group with fewer new memories up to this many with the question's "
+            "nearest unmasked turns, within mg_max_new_per_round (0 = spec)", ge=0)
+    mg_exhausted_fallback: Literal["dense", "stop"] = setting(
+        "dense", "MGRetrieval: when the pyramid runs out before the round budget, go on with rounds of the "
+                 "question's nearest unmasked turns (dense) or stop (stop = spec)")
+    mg_keep_critical_when_none: bool = setting(
+        True, "MGRetrieval: a reply naming no shown memory keeps H(r-1) and the new memories, cut by "
+              "similarity, instead of an empty H (false = spec)")
+    mg_rewrite_keep_draft: bool = setting(
+        True, "MGRetrieval: keep the draft when the rewrite says 'no information' but the draft answers "
+              "(false = spec)")
+    # --- end of the MGRetrieval retrieval-round improvements
 
     def __post_init__(self) -> None:
         # Every way in (CLI --set, the SDK's `context`, Python) builds a Context, so one check here

@@ -6,6 +6,12 @@ assess ─┬─ sufficient, or iteration ≥ mg_max_rounds → rewrite
         └─ otherwise                                 → retrieve_round
 rewrite → END
 
+Our additions to the spec's rounds, each a `Context` setting whose other value is the spec:
+`mg_assess_grounding` (a "sufficient" answer must be found in the memories shown), `mg_dense_fill`
+(a narrow group is topped up with the question's nearest unmasked turns), `mg_exhausted_fallback`
+(rounds left after the pyramid are dense rounds), `mg_keep_critical_when_none` (a reply naming no
+memory keeps H(r-1) ∪ R̃(r)) and `mg_rewrite_keep_draft` (the rewrite may not drop the answer).
+
 `select_keywords` is one call to the auxiliary model (p_r1); `assess` (p_r2) and `rewrite` (p_r3)
 use the main model; `build_pyramid` and `retrieve_round` are deterministic. Trace records of LLM
 nodes carry `llm_role` ("aux" or "main") so costs can be reported separately. Budgets (keywords,
@@ -37,12 +43,20 @@ from app.llm.models import get_chat_model, model_name
 from app.llm.structured import call_structured
 from app.llm.usage import estimate_tokens
 from app.memory.embeddings import cosine_matrix
-from app.memory.retriever import MaskedRetriever
 from app.memory.workspace import Workspace
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, TURN_ID, grounded_supports, messages, wire_question_lifecycle, workspace
+from graphs.common import (
+    NO_INFO,
+    TURN_ID,
+    grounded_in,
+    grounded_supports,
+    is_no_info,
+    messages,
+    wire_question_lifecycle,
+    workspace,
+)
 
 # Nodes that call the auxiliary model: their usage is reported apart from the main LLM's (the paper's
 # Table 3 counts only the main LLM).
@@ -145,6 +159,18 @@ def _top_by_similarity(ws: Workspace, namespace: str, question: str, ids: list[s
     sims = _similarities(ws, namespace, question, ids)
     ranked = sorted(range(len(ids)), key=lambda k: (-round(sims.get(ids[k], 0.0), 6), k))
     return [ids[k] for k in ranked[:n]]
+
+
+def _dense_turns(ws: Workspace, namespace: str, question: str, exclude: set[str], n: int) -> list[str]:
+    """The n turns nearest the question by embedding, none of them in `exclude` (in no set order).
+
+    Exact cosine over the shared turn collection's stored vectors (the capping similarity), so ties
+    go to the earlier turn and the result never depends on the vector index's approximate search.
+    """
+    if n <= 0:
+        return []
+    candidates = [t for t in ws.turns(namespace) if t not in exclude]  # conversation order
+    return _top_by_similarity(ws, namespace, question, candidates, n)
 
 
 # --- nodes --------------------------------------------------------------------------------------
@@ -295,16 +321,21 @@ def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
         skipped.append(" + ".join(cand["keywords"]))  # fully shown: skipped without a round
 
     note = None
+    cap = max(1, ctx.mg_max_new_per_round)
     if group is None:
-        if iteration == 0 and ctx.mg_empty_fallback == "dense":
-            hits = MaskedRetriever(ws.index("turns", ns)).dense(question, masks, max(1, ctx.mg_max_new_per_round))
-            fresh = [t for u in hits for t in u.turn_ids if t not in masks]
-            fresh = list(dict.fromkeys(fresh))
-            group = {"level": 0, "keywords": [], "size": len(fresh), "ids": fresh}
-            note = ("no keyword selected" if not state.get("mg_keywords") else "no keyword group has any memory") + \
-                   f": dense fallback over the top {len(fresh)} turns"
-            if not fresh:
-                group = None
+        # Round 1 with no group: the spec's dense pseudo-group (mg_empty_fallback). A later round whose
+        # pyramid ran out before the round budget: the same dense round over the turns not shown yet
+        # (mg_exhausted_fallback, our addition; "stop" = the spec).
+        dense = ctx.mg_empty_fallback == "dense" if iteration == 0 else ctx.mg_exhausted_fallback == "dense"
+        if dense:
+            fresh = _dense_turns(ws, ns, question, masks, cap)
+            if fresh:
+                group = {"level": 0, "keywords": [], "size": len(fresh), "ids": fresh}
+                if iteration == 0:
+                    note = ("no keyword selected" if not state.get("mg_keywords") else "no keyword group has any memory") + \
+                           f": dense fallback over the top {len(fresh)} turns"
+                else:
+                    note = f"pyramid exhausted: dense round over the next {len(fresh)} nearest turns"
         if group is None:
             why = "pyramid exhausted" if pyramid else "no keyword group and no fallback"
             return {
@@ -315,9 +346,14 @@ def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
     # Cap: the turns most similar to the question; the overflow is neither shown nor masked.
     order = _turn_order(ws, ns)
     fresh.sort(key=lambda t: order.get(t, 1 << 30))
-    cap = max(1, ctx.mg_max_new_per_round)
     kept = _top_by_similarity(ws, ns, question, fresh, cap)
     n_capped = len(fresh) - len(kept)
+    # Dense fill (mg_dense_fill, our addition; 0 = the spec): a keyword group with only a few new
+    # memories is topped up with the question's nearest unmasked turns, within the per-round cap, so a
+    # narrow group never leaves the model a handful of turns. They are shown and masked like the rest.
+    fill_to = min(max(0, ctx.mg_dense_fill), cap) if group["level"] > 0 else 0
+    filled = _dense_turns(ws, ns, question, masks | set(fresh), fill_to - len(kept)) if len(kept) < fill_to else []
+    kept += filled
 
     turns = ws.turns(ns)
     dates = _session_dates(ws, ns)
@@ -338,6 +374,7 @@ def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
             n_budget_cut += 1
         new_mems = [m for m in new_mems if not m.pop("_drop", False)]
     shown = [m["id"] for m in new_mems]
+    filled_shown = [t for t in shown if t in filled]
     return {
         "mg_group": group,
         "mg_new_memories": new_mems,
@@ -348,12 +385,18 @@ def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
         "trace": emit(
             "retrieve_round", round=rnd, level=group["level"], keywords=group["keywords"], size=group["size"],
             n_new=len(shown), n_capped=n_capped, n_budget_cut=n_budget_cut, new_ids=shown,
-            skipped_fully_shown=skipped, note=note,
+            n_filled=len(filled_shown), filled_ids=filled_shown, skipped_fully_shown=skipped, note=note,
             # A speaker-only group (Φ ≈ half the conversation) or a capped one degrades the round to
             # dense top-k retrieval over its members; counted per question in the eval summary.
             speaker_only=bool(group.get("speaker_only")), cap_truncated=n_capped > 0,
         ),
     }
+
+
+def _union(held: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """H(r-1) ∪ R̃(r), H first, each memory once."""
+    ids = {m["id"] for m in held}
+    return [*held, *[m for m in new if m["id"] not in ids]]
 
 
 def _critical_fallback(ws: Workspace, ns: str, question: str, pool: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -383,10 +426,11 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     cap = max(1, ctx.mg_max_critical)
     note: dict[str, Any] = {}
     dropped: list[str] = []
+    claimed = False
     if res.value is not None:
         reply = res.value
         answer = reply.answer.strip() or previous
-        sufficient = bool(reply.sufficient)
+        claimed = sufficient = bool(reply.sufficient)
         ids: list[str] = []
         for cid in reply.critical_ids:
             if cid in pool and cid not in ids:
@@ -401,10 +445,26 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
             critical = [pool[i] for i in grounded]
             if critical:
                 note = {"critical_from": "memories containing the answer (the reply listed none)"}
+        if not critical and ctx.mg_keep_critical_when_none:
+            # Our addition (false = the spec's literal eq. 13, an empty H): a reply that names no shown
+            # memory keeps H(r-1) ∪ R̃(r) cut by similarity, as the malformed-reply fallback does, so
+            # the next round and the rewrite still see the memories found so far.
+            critical = _critical_fallback(ws, ns, question, _union(held, new), cap)
+            if critical:
+                note = {"critical_from": "H(r-1) ∪ R̃(r) by similarity (the reply named no shown memory)"}
     else:
         answer, sufficient = previous, False
-        critical = _critical_fallback(ws, ns, question, [*held, *[m for m in new if m["id"] not in {h['id'] for h in held}]], cap)
+        critical = _critical_fallback(ws, ns, question, _union(held, new), cap)
         note = {**res.failure_note(), "fallback_rule": "keep a(r-1); H(r) = H(r-1) ∪ R̃(r) cut by similarity"}
+    grounded = None
+    if claimed and ctx.mg_assess_grounding:
+        # Our addition (false = the spec): the model's "sufficient" is accepted only when the answer is
+        # in the memories it was shown (their text and date); a "no information" answer never is.
+        grounded = not is_no_info(answer) and grounded_in(answer, [f"{m.get('date', '')} {m['text']}" for m in pool.values()])
+        sufficient = grounded
+        if not grounded:
+            note["why_not_sufficient"] = ("a 'no information' answer is never sufficient" if is_no_info(answer)
+                                          else "the answer is not found in the memories shown")
     iteration = state.get("iteration", 0) + 1
     stop = "sufficient" if sufficient else ("round limit" if iteration >= ctx.mg_max_rounds else "continue")
     return {
@@ -416,7 +476,8 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         "iteration": iteration,
         "usage": res.usage,
         "trace": emit(
-            "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient, decision=stop,
+            "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient, claimed_sufficient=claimed,
+            grounded=grounded, decision=stop,
             kept_ids=[m["id"] for m in critical], dropped_ids=dropped,
             shown_turn_ids=[*[m["id"] for m in held], *[m["id"] for m in new]], **note,
         ),
@@ -440,6 +501,11 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     note = {} if res.value is not None else {**res.failure_note(), "fallback_rule": "draft answer unchanged"}
     if res.value is not None and not final:
         note = {"fallback_rule": "empty rewrite: draft answer unchanged"}
+    elif final and ctx.mg_rewrite_keep_draft and is_no_info(final) and not is_no_info(draft):
+        # Our addition (false = the spec): the rewrite only reformats; it may not turn an answer into
+        # "no information".
+        note = {"fallback_rule": "the rewrite dropped the draft's answer: draft answer unchanged", "rewrite_reply": final}
+        final = ""
     answer = final or draft or NO_INFO
     return {
         "answer": answer,
@@ -451,14 +517,18 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-ROUND_KIND_FIELDS = ("mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds")
+ROUND_KIND_FIELDS = ("mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns",
+                     "mg_ungrounded_sufficient_rounds")
 
 
 def round_kinds(trace: list[dict[str, Any]]) -> dict[str, int]:
-    """Per question: keyword rounds run, and how many were speaker-only or cut by the per-round cap."""
+    """Per question: rounds run, how many were speaker-only or cut by the per-round cap, the turns
+    added by dense fill, and the rounds whose "sufficient" was rejected as ungrounded."""
     rounds = [r for r in trace if r.get("node") == "retrieve_round" and not r.get("exhausted")]
+    assessed = [r for r in trace if r.get("node") == "assess"]
     counts = (len(rounds), sum(bool(r.get("speaker_only")) for r in rounds),
-              sum(bool(r.get("cap_truncated")) for r in rounds))
+              sum(bool(r.get("cap_truncated")) for r in rounds), sum(int(r.get("n_filled") or 0) for r in rounds),
+              sum(r.get("grounded") is False for r in assessed))
     return dict(zip(ROUND_KIND_FIELDS, counts, strict=True))
 
 

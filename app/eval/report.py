@@ -101,7 +101,8 @@ def _macro(per_cat: dict[str, dict[str, Any]], key: str) -> float | None:
 
 # MGRetrieval's per-question round counts (row fields) summed per method in the summary.
 KEYWORD_ROUND_FIELDS = {"rounds": "mg_rounds", "speaker_only": "mg_speaker_only_rounds",
-                        "cap_truncated": "mg_cap_truncated_rounds"}
+                        "cap_truncated": "mg_cap_truncated_rounds", "filled_turns": "mg_filled_turns",
+                        "ungrounded_sufficient": "mg_ungrounded_sufficient_rounds"}
 
 
 def summarize_method(rows: Sequence[dict[str, Any]], categories: Sequence[int]) -> dict[str, Any]:
@@ -281,8 +282,9 @@ def _keyword_round_lines(s: dict[str, Any]) -> list[str]:
     def share(key: str) -> str:
         return f"{kr[key]} ({pct(kr[key] / n)} %)" if n else str(kr[key])
 
-    return [f"Keyword-group rounds (all questions): {n}; speaker-only groups {share('speaker_only')}; "
-            f"truncated by the per-round cap {share('cap_truncated')}.", ""]
+    return [f"Retrieval rounds (all questions, dense rounds included): {n}; speaker-only groups {share('speaker_only')}; "
+            f"truncated by the per-round cap {share('cap_truncated')}; 'sufficient' rejected as ungrounded "
+            f"{share('ungrounded_sufficient')}; turns added by dense fill {kr.get('filled_turns', 0)}.", ""]
 
 
 def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:

@@ -52,8 +52,8 @@ ROW_FIELDS = (
     "category_name", "question", "gold", "prediction", "is_duplicate_of", "locomo_f1", "locomo_f1_r3",
     "mem0_f1", "bleu1", "judge_label", "judge_score", "judge_error", "evidence_ids", "retrieved_turn_ids",
     "evidence_recall", "session_recall", "supports", "support_recall", "n_llm_calls", "n_llm_calls_aux",
-    "prompt_tokens", "completion_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
-    "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
+    "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns", "mg_ungrounded_sufficient_rounds",
 )
 JSONL_NAME = "per_question.jsonl"
 
@@ -370,10 +370,12 @@ def evaluate_pair(
         "session_recall": session_recall(retrieved, q.evidence_ids),
         "supports": supports, "support_recall": evidence_recall(supports, q.evidence_ids),
         "n_llm_calls": int(usage.get("calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-        "completion_tokens": int(usage.get("completion_tokens", 0)), "token_source": token_source(usage),
+        "completion_tokens": int(usage.get("completion_tokens", 0)),
+        "cached_tokens": int(usage.get("cached_tokens", 0)), "token_source": token_source(usage),
         "mg_tokens": float(usage.get("mg_tokens", 0.0)), **aux_split(usage), "wall_time_s": wall,
         "error": error,
-        # MGRetrieval's keyword rounds and how many were speaker-only or capped (None for other methods)
+        # MGRetrieval's rounds, how many were speaker-only or capped, turns added by dense fill and
+        # rounds whose 'sufficient' was ungrounded (None for other methods)
         **(round_kinds(state.get("trace") or []) if method == "mgretrieval" else dict.fromkeys(ROUND_KIND_FIELDS)),
     }
     return {k: row[k] for k in ROW_FIELDS}

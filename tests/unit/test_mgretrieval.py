@@ -8,6 +8,9 @@ keywords per turn, so Φ is known exactly:
 
 With Q = [apple, banana, cherry] the pyramid is
     L3 {a,b,c}={1} · L2 {a,b}={1,2,3}, {a,c}={1,4}, {b,c}={1} · L1 a(5), b(4), c(4).
+
+These tests run with `SPEC`, the retrieval-round improvements at their spec values; the improvements
+themselves are tested in test_mgretrieval_retrieval.py.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ KW = {
     "D1:8": ["cherry", "fig", "grape"],
 }
 Q = "What did Ann say about fruit?"
+# The spec's retrieval rounds: every improvement of docs/mgretrieval.md "Retrieval rounds" switched off.
+SPEC: dict[str, Any] = {"mg_assess_grounding": False, "mg_dense_fill": 0, "mg_exhausted_fallback": "stop",
+                        "mg_keep_critical_when_none": False, "mg_rewrite_keep_draft": False}
 ID = re.compile(r"\[(D\d+:\d+)\]")
 
 
@@ -83,7 +89,7 @@ def aux_model(keywords: Any) -> ScriptedChatModel:
 
 def ask(data_dir: str, keywords: Any, main: ScriptedChatModel, **kw: Any) -> tuple[dict[str, Any], dict[str, Any], ScriptedChatModel]:
     aux = aux_model(keywords)
-    ctx = Context(data_dir=data_dir, chat_model=main, aux_chat_model=aux, **kw)
+    ctx = Context(data_dir=data_dir, chat_model=main, aux_chat_model=aux, **{**SPEC, **kw})
     out, state = run_graph(graph, ctx, "ns", Q)
     return out, state, aux
 
@@ -341,7 +347,7 @@ def test_trace_is_readable_and_streamed(data: str) -> None:
     from app.trace import format_step
 
     aux = aux_model(["apple"])
-    ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=aux)
+    ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=aux, **SPEC)
     chunks = list(graph.stream({"namespace": "ns", "question": Q}, context=ctx, stream_mode="custom"))
     nodes = [c["trace"]["node"] for c in chunks]
     assert nodes == ["select_keywords", "build_pyramid", "retrieve_round", "assess", "rewrite"]

@@ -17,7 +17,7 @@ from app.eval.report import _keyword_round_lines, summarize_method
 from app.ingest.pipeline import ingest_conversation
 from graphs.mgretrieval import graph, round_kinds
 from tests.unit.helpers import make_conversation, run_graph
-from tests.unit.test_mgretrieval import KW, TEXTS, aux_model, main_model, recs
+from tests.unit.test_mgretrieval import KW, SPEC, TEXTS, aux_model, main_model, recs
 from tests.unit.test_mgretrieval_ingest import FakeAux
 
 Q = "What did Ann say about apples?"
@@ -44,7 +44,8 @@ def test_spec_order_marks_the_speaker_round_and_counts_it(ann_data: str) -> None
     rounds = recs(out["trace"], "retrieve_round")
     assert [(r["keywords"], r["speaker_only"], r["cap_truncated"]) for r in rounds] == [
         (["ann", "apple"], False, True), (["ann"], True, True)]
-    assert round_kinds(out["trace"]) == {"mg_rounds": 2, "mg_speaker_only_rounds": 1, "mg_cap_truncated_rounds": 2}
+    assert round_kinds(out["trace"]) == {"mg_rounds": 2, "mg_speaker_only_rounds": 1, "mg_cap_truncated_rounds": 2,
+                                         "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
 
 
 def test_speaker_groups_last_gives_the_round_to_the_content_keyword(ann_data: str) -> None:
@@ -58,21 +59,28 @@ def test_speaker_groups_last_gives_the_round_to_the_content_keyword(ann_data: st
 
 
 def test_uncapped_round_is_not_marked_truncated(ann_data: str) -> None:
-    ctx = Context(data_dir=ann_data, chat_model=main_model(True), aux_chat_model=aux_model(["apple", "cherry"]))
+    ctx = Context(data_dir=ann_data, chat_model=main_model(True), aux_chat_model=aux_model(["apple", "cherry"]), **SPEC)
     out, _ = run_graph(graph, ctx, "ns", Q)
-    assert round_kinds(out["trace"]) == {"mg_rounds": 1, "mg_speaker_only_rounds": 0, "mg_cap_truncated_rounds": 0}
+    assert round_kinds(out["trace"]) == {"mg_rounds": 1, "mg_speaker_only_rounds": 0, "mg_cap_truncated_rounds": 0,
+                                         "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
 
 
-def _row(method: str, rounds: int | None, speaker: int | None, capped: int | None) -> dict[str, Any]:
+def _row(method: str, rounds: int | None, speaker: int | None, capped: int | None,
+         filled: int | None = None, ungrounded: int | None = None) -> dict[str, Any]:
     return {"method": method, "category": 1, "judge_score": None, "wall_time_s": 1.0, "locomo_f1": 0.5,
             "locomo_f1_r3": 0.5, "prompt_tokens": 1, "completion_tokens": 1, "mg_rounds": rounds,
-            "mg_speaker_only_rounds": speaker, "mg_cap_truncated_rounds": capped}
+            "mg_speaker_only_rounds": speaker, "mg_cap_truncated_rounds": capped, "mg_filled_turns": filled,
+            "mg_ungrounded_sufficient_rounds": ungrounded}
 
 
 def test_eval_summary_counts_speaker_only_and_capped_rounds() -> None:
-    mg = summarize_method([_row("mgretrieval", 3, 1, 2), _row("mgretrieval", 1, 1, 0)], [1])
-    assert mg["keyword_rounds"] == {"rounds": 4, "speaker_only": 2, "cap_truncated": 2}
+    mg = summarize_method([_row("mgretrieval", 3, 1, 2, 7, 1), _row("mgretrieval", 1, 1, 0, 5, 0)], [1])
+    assert mg["keyword_rounds"] == {"rounds": 4, "speaker_only": 2, "cap_truncated": 2, "filled_turns": 12,
+                                    "ungrounded_sufficient": 1}
     line = _keyword_round_lines(mg)[0]
     assert "4" in line and "speaker-only groups 2 (50.00 %)" in line and "per-round cap 2 (50.00 %)" in line
+    assert "ungrounded 1 (25.00 %)" in line and "dense fill 12" in line
+    old = summarize_method([_row("mgretrieval", 2, 0, 1)], [1])  # a row written before these counts existed
+    assert old["keyword_rounds"]["filled_turns"] == 0 and old["keyword_rounds"]["ungrounded_sufficient"] == 0
     rag = summarize_method([_row("rag", None, None, None)], [1])
     assert "keyword_rounds" not in rag and _keyword_round_lines(rag) == []
