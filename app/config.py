@@ -267,6 +267,13 @@ class Context:
     mg_rewrite_with_question: bool = setting(True, "MGRetrieval: the rewrite call also sees the question")
     mg_keep_surface_forms: bool = setting(
         False, "MGRetrieval: keep keywords' surface forms instead of normalising them")
+    # --- mg_ingest_format (issue 12) ---
+    # Improvement (spec: keyed JSON replies at ingestion): "compact" asks for {turn number: keywords} and
+    # {candidate number: entry number}, no repeated keys and no echoed keyword text (decode dominates the
+    # CPU model's ingestion time); "json" = the spec's keyed objects. Both shapes are parsed in either mode.
+    mg_ingest_format: Literal["compact", "json"] = setting(
+        "compact", "MGRetrieval: ingestion reply format (compact: numbered keys and entry numbers; json: the spec's keyed objects)")
+    # --- end mg_ingest_format ---
     # Improvement (spec: the paper's pyramid order): a group of speaker names only (Φ ≈ half the
     # conversation) turns its round into dense top-k retrieval over that speaker's turns; "last" visits
     # such groups after every other group, "in_order" is the spec.

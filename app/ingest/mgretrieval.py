@@ -10,6 +10,10 @@ Paper §3.1 (eqs. 1–6), built per session instead of per memory (specs/methods
 4. **Update** (eqs. 3–6): T_i = K_i with matched keywords replaced by their entry; unmatched
    keywords join V; Φ(v) gains the turn for every v in T_i.
 
+Both calls answer in `Context.mg_ingest_format`: "compact" (numbers and short strings, about half the
+generated tokens) or "json" (the spec's keyed objects); either shape is parsed in either mode and goes
+through the same validation, so equivalent replies build the same V, Φ and T_i.
+
 Sessions are processed strictly in order because V after session s depends only on sessions 1..s.
 Each session's result is written in one transaction (a per-session record, the materialised
 vocabulary and the per-turn T_i), so a crash leaves a consistent prefix and the next run goes on
@@ -20,18 +24,20 @@ Original turns are never rewritten: the structures only point at turn ids.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from langchain_core.messages import HumanMessage
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from app.config import Context, get_settings
 from app.ingest.models import Conversation, Session, Turn
@@ -53,6 +59,14 @@ DOC_TURN = "mg_turn"  # docs kind: K_i and T_i per turn (key = turn id)
 STATE_KEY = "vocabulary"
 MAX_KEYWORD_WORDS = 4  # the prompt asks for 1–3 words; one word of slack before a keyword is dropped
 FALLBACK_MAX = 8
+# Compact p_s1 schema cap: characters per keyword in a turn's comma-separated keyword string (a 1–3
+# word keyword plus ", " fits easily); it stops a looping string without cutting a normal reply.
+CHARS_PER_KEYWORD = 24
+# Prompt templates of calls 1 and 2 per `Context.mg_ingest_format`.
+PROMPTS = {
+    "json": ("extract_keywords", "match_vocabulary"),
+    "compact": ("extract_keywords_compact", "match_vocabulary_compact"),
+}
 
 # A small English stopword list for the deterministic fallback extractor and for n-gram matching
 # (kept in code: it is data, not prompt text).
@@ -246,6 +260,67 @@ class KeywordPyramid:
 
 
 # --- LLM reply schemas ----------------------------------------------------------------------------
+#
+# Two reply formats (`Context.mg_ingest_format`), parsed by the same lenient models so that a reply
+# in either shape is understood in either mode:
+# - "json" (the spec's): {"turns": [{"id": "D1:3", "keywords": [...]}]} and
+#   {"matches": [{"keyword": "hiking", "entry": "hike"}]}.
+# - "compact": {"3": "dog, adoption"} (turn number in the prompt → its keywords as one comma-separated
+#   string: one separator token per keyword instead of a closing and an opening quote) and
+#   {"1": 2, "2": 0} (candidate number → shortlist entry number, 0 = new): no repeated keys, no echoed
+#   keyword text. Keyword lists ({"3": ["dog", "adoption"]}) are accepted as well.
+# Both are normalised to the json shape before validation, so the cached value and everything after
+# the parse is the same for the two formats.
+
+
+def _turn_items(v: Any) -> Any:
+    """Turn replies → `[{"id", "keywords"}]`: from a map id → keywords, a list of items, a list of
+    such maps, or a bare list of keyword lists (positional: ids "1", "2", …)."""
+    if isinstance(v, dict):  # {"D1:1": [...], ...} or {"1": [...], ...}
+        return [{"id": k, "keywords": kw} for k, kw in v.items()]
+    if not isinstance(v, list):
+        return v
+    out: list[Any] = []
+    for pos, item in enumerate(v, 1):
+        if isinstance(item, dict) and not {"id", "keywords"} & set(item):
+            out.extend({"id": k, "keywords": kw} for k, kw in item.items())
+        elif isinstance(item, list):
+            out.append({"id": str(pos), "keywords": item})
+        else:
+            out.append(item)
+    return out
+
+
+def _match_items(v: Any) -> Any:
+    """A list of match replies → `[{"keyword", "entry"}]`; pairs like [1, 2] are (candidate, entry)."""
+    if isinstance(v, dict):  # {"hiking": "hike"} or {"1": 2}
+        return [{"keyword": k, "entry": e} for k, e in v.items()]
+    if not isinstance(v, list):
+        return v
+    out: list[Any] = []
+    for item in v:
+        if isinstance(item, list | tuple) and item:
+            out.append({"keyword": item[0], "entry": item[1] if len(item) > 1 else None})
+        elif isinstance(item, dict) and not {"keyword", "entry"} & set(item):  # [{"1": 2}, {"2": 0}]
+            out.extend({"keyword": k, "entry": e} for k, e in item.items())
+        else:
+            out.append(item)
+    return out
+
+
+def _keyed_by_numbers(data: dict[str, Any]) -> bool:
+    """A map keyed by turn / candidate numbers or turn ids ("1", "D1:3"). Other unwrapped objects
+    ({"answer": …}, {"keywords": [...]}) stay invalid, so the model gets its retry as before."""
+    return any(any(c.isdigit() for c in str(k)) for k in data)
+
+
+def _single_list(data: dict[str, Any]) -> list[Any] | None:
+    """{"pairs": [[1, 2], ...]}: a one-key wrapper around a list of items (lists or objects)."""
+    if len(data) == 1:
+        (only,) = data.values()
+        if isinstance(only, list) and only and all(isinstance(x, list | dict) for x in only):
+            return only
+    return None
 
 
 class TurnKeywords(BaseModel):
@@ -255,7 +330,7 @@ class TurnKeywords(BaseModel):
     @field_validator("id", mode="before")
     @classmethod
     def _id(cls, v: Any) -> Any:
-        return str(v).strip().strip("[]") if v is not None else v
+        return str(v).strip().strip("[]").strip() if v is not None else v
 
     @field_validator("keywords", mode="before")
     @classmethod
@@ -263,17 +338,29 @@ class TurnKeywords(BaseModel):
         return as_str_list(v)
 
 
+# The json format's schemas: their docstrings are part of the schema sent, so they stay as they were.
 class ExtractionReply(BaseModel):
     """p_s1: keywords for every turn of the session."""
 
     turns: list[TurnKeywords]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if isinstance(data, list):  # a bare list of turn items or of positional keyword lists
+            return {"turns": data}
+        if isinstance(data, dict) and "turns" not in data:
+            wrapped = _single_list(data)  # {"keywords": [["dog"], ["cat"]]}
+            if wrapped is not None:
+                return {"turns": wrapped}
+            if _keyed_by_numbers(data):  # the compact shape {"1": "dog, cat", ...}
+                return {"turns": data}
+        return data
+
     @field_validator("turns", mode="before")
     @classmethod
     def _turns(cls, v: Any) -> Any:
-        if isinstance(v, dict):  # {"D1:1": [...], ...} is accepted too
-            return [{"id": k, "keywords": kw} for k, kw in v.items()]
-        return v
+        return _turn_items(v)
 
 
 class KeywordMatch(BaseModel):
@@ -283,14 +370,20 @@ class KeywordMatch(BaseModel):
     @field_validator("entry", mode="before")
     @classmethod
     def _entry(cls, v: Any) -> Any:
-        if v is None or (isinstance(v, str) and v.strip().lower() in ("", "null", "none", "new", "n/a")):
+        if isinstance(v, list | tuple):  # {"1": [2]}
+            v = v[0] if v else None
+        if isinstance(v, dict):  # {"1": {"entry": 2}}
+            v = v.get("entry")
+        if v is None or isinstance(v, bool):
             return None
-        return str(v)
+        if str(v).strip().lower() in ("", "0", "null", "none", "new", "n/a"):  # 0 = new in the compact format
+            return None
+        return str(v).strip()
 
     @field_validator("keyword", mode="before")
     @classmethod
     def _keyword(cls, v: Any) -> Any:
-        return "" if v is None else str(v)
+        return "" if v is None else str(v).strip()
 
 
 class MatchReply(BaseModel):
@@ -298,19 +391,138 @@ class MatchReply(BaseModel):
 
     matches: list[KeywordMatch]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        if isinstance(data, list):  # [[1, 2], [2, 0]]
+            return {"matches": data}
+        if isinstance(data, dict) and "matches" not in data:
+            wrapped = _single_list(data)  # {"pairs": [[1, 2], [2, 0]]}
+            if wrapped is not None:
+                return {"matches": wrapped}
+            if _keyed_by_numbers(data):  # the compact shape {"1": 2, ...}
+                return {"matches": data}
+        return data
+
     @field_validator("matches", mode="before")
     @classmethod
     def _matches(cls, v: Any) -> Any:
-        if isinstance(v, dict):  # {"hiking": "hike", ...}
-            return [{"keyword": k, "entry": e} for k, e in v.items()]
-        return v
+        return _match_items(v)
+
+
+class _FixedSchema:
+    """A reply model whose JSON schema (sent to the endpoint) is given, not derived from its fields."""
+
+    reply_schema: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if cls.reply_schema:
+            return copy.deepcopy(cls.reply_schema)
+        return super().model_json_schema(*args, **kwargs)  # type: ignore[misc]
+
+
+class CompactExtractionReply(_FixedSchema, ExtractionReply):
+    """p_s1 in the compact format; parses (and dumps) like `ExtractionReply`."""
+
+
+class CompactMatchReply(_FixedSchema, MatchReply):
+    """p_s2 in the compact format; parses (and dumps) like `MatchReply`."""
+
+
+@lru_cache(maxsize=256)
+def compact_extraction_model(n_turns: int, k: int) -> type[CompactExtractionReply]:
+    """Schema {"1": "kw, kw", …, "n": "…"}: every turn number once, in order.
+
+    Under a grammar (llama.cpp) the keys are forced, so no turn is skipped and no id invented, and a
+    turn's string cannot run on past about k keywords: the reply is bounded at n·k·24 characters
+    whatever the session length, and `max_tokens` (60 + 8·k·n) covers a normal reply several times.
+    """
+    keys = [str(i) for i in range(1, n_turns + 1)]
+    item = {"type": "string", "maxLength": CHARS_PER_KEYWORD * k}
+    schema = {"title": "MGKeywords", "type": "object", "properties": {key: item for key in keys},
+              "required": keys, "additionalProperties": False}
+    return type("MGKeywords", (CompactExtractionReply,), {"__module__": __name__, "reply_schema": schema})
+
+
+@lru_cache(maxsize=256)
+def compact_match_model(sizes: tuple[int, ...]) -> type[CompactMatchReply]:
+    """Schema {"1": 0..|shortlist 1|, …}: one entry number per candidate, in order (0 = new)."""
+    keys = [str(i) for i in range(1, len(sizes) + 1)]
+    props = {key: {"type": "integer", "minimum": 0, "maximum": size} for key, size in zip(keys, sizes, strict=True)}
+    schema = {"title": "MGMatches", "type": "object", "properties": props, "required": keys,
+              "additionalProperties": False}
+    return type("MGMatches", (CompactMatchReply,), {"__module__": __name__, "reply_schema": schema})
+
+
+def _number(raw: Any) -> int | None:
+    """A reply's 1-based number ("3", 3, "#3"), else None."""
+    if isinstance(raw, bool):
+        return None
+    s = str(raw).strip().lstrip("#")
+    return int(s) if s.isdigit() else None
+
+
+def resolve_turn(raw: Any, batch: Sequence[Turn], numbers_first: bool) -> str | None:
+    """The batch turn a reply key names: its turn number in the prompt or its id; unknown → None.
+
+    The compact prompt numbers the turns, so there a number is read as a position first (a dataset
+    whose ids are bare numbers stays unambiguous); the json prompt shows ids, so an id comes first.
+    """
+    ids = [t.id for t in batch]
+    key = "" if raw is None else str(raw).strip()
+    pos = _number(key)
+    by_pos = ids[pos - 1] if pos is not None and 1 <= pos <= len(ids) else None
+    if numbers_first and by_pos:
+        return by_pos
+    return key if key in ids else by_pos
+
+
+def resolve_candidate(raw: Any, batch: Sequence[tuple[str, list[str]]], candidates: dict[str, list[str]], numbers_first: bool) -> str | None:
+    """The candidate keyword a match reply names: its number in the listing or its text."""
+    pos = _number(raw)
+    by_pos = batch[pos - 1][0] if pos is not None and 1 <= pos <= len(batch) else None
+    if numbers_first and by_pos:
+        return by_pos
+    text = normalise_keyword(raw)
+    return text if text in candidates else by_pos
+
+
+def resolve_entry(raw: Any, shortlist: Sequence[str], numbers_first: bool) -> tuple[str | None, str | None]:
+    """(the shortlist entry a match reply names or None, why it was rejected or None).
+
+    Entries are numbered 1.. in the compact listing; 0 / null = new. A number out of range and a text
+    that is not in the keyword's shortlist both count as null.
+    """
+    if raw is None:
+        return None, None
+    pos = _number(raw)
+    by_pos = shortlist[pos - 1] if pos is not None and 1 <= pos <= len(shortlist) else None
+    if numbers_first and by_pos:
+        return by_pos, None
+    text = normalise_keyword(raw)
+    if text in shortlist:
+        return text, None
+    if by_pos:
+        return by_pos, None
+    if not text or pos == 0:
+        return None, None
+    return None, ("entry number out of range" if pos is not None else "not in the keyword's shortlist")
 
 
 # --- the builder ----------------------------------------------------------------------------------
 
 
-def render_turn_line(turn: Turn) -> str:
-    return f"[{turn.id}] {turn.speaker}: {turn.full_text}"
+def render_turn_line(turn: Turn, number: int | None = None) -> str:
+    """`[D1:3] Ann: text` (json format), or with the turn's number in its batch (compact format)."""
+    return f"[{turn.id if number is None else number}] {turn.speaker}: {turn.full_text}"
+
+
+def render_candidate_line(number: int, keyword: str, shortlist: Sequence[str], compact: bool) -> str:
+    """`1. hiking -> hike | trail` (json format) or `1. hiking -> 1) hike, 2) trail` (compact: entries numbered)."""
+    if compact:
+        return f"{number}. {keyword} -> " + ", ".join(f"{j}) {e}" for j, e in enumerate(shortlist, 1))
+    return f"{number}. {keyword} -> {' | '.join(shortlist)}"
 
 
 def _session_date(session: Session) -> str:
@@ -326,8 +538,12 @@ def settings_fingerprint(ctx: Context, model: Any, embedder: str) -> str:
         "surface": ctx.mg_keep_surface_forms,
         "model": model_name(model),
         "embedder": embedder,
-        "prompts": [prompt_hash(METHOD, "extract_keywords"), prompt_hash(METHOD, "match_vocabulary")],
+        "prompts": [prompt_hash(METHOD, name) for name in PROMPTS[ctx.mg_ingest_format]],
     }
+    if ctx.mg_ingest_format != "json":
+        # The json format keeps the fingerprint it had before the setting existed, so stores built
+        # then stay valid under it; any other format is part of the chain (switching replays).
+        parts["format"] = ctx.mg_ingest_format
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -392,9 +608,16 @@ class VocabularyBuilder:
                 out[kw] = picked
         return out
 
+    @property
+    def compact(self) -> bool:
+        return self.ctx.mg_ingest_format == "compact"
+
     # -- LLM calls (cached)
-    def _cached_call(self, call: str, payload: Any, prompt: str, schema: type[BaseModel], max_tokens: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        key = cache_key(self.namespace, METHOD, call, model_name(self.model), self.temperature, payload)
+    def _cached_call(self, call: str, prompt_name: str, payload: Any, prompt: str, schema: type[BaseModel],
+                     max_tokens: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """One cached structured call. The key holds the prompt template's name and hash (so the two
+        formats never share a reply) and the usage is counted under `mg_<call>` in both formats."""
+        key = cache_key(self.namespace, METHOD, prompt_name, model_name(self.model), self.temperature, payload)
         hit = self.cache.get(key)
         if hit is not None:
             self.report.cached_calls += 1
@@ -411,11 +634,11 @@ class VocabularyBuilder:
 
     def _extraction_batches(self, session: Session) -> list[list[Turn]]:
         """One batch per session unless the session alone would overflow the prompt budget."""
-        budget = self.ctx.max_prompt_tokens - estimate_tokens(load_prompt(METHOD, "extract_keywords")) - 100
+        budget = self.ctx.max_prompt_tokens - estimate_tokens(load_prompt(METHOD, PROMPTS[self.ctx.mg_ingest_format][0])) - 100
         batches: list[list[Turn]] = [[]]
         used = 0
         for turn in session.turns:
-            cost = estimate_tokens(render_turn_line(turn))
+            cost = estimate_tokens(render_turn_line(turn, len(batches[-1]) + 1 if self.compact else None))
             if batches[-1] and used + cost > budget:
                 batches.append([])
                 used = 0
@@ -428,18 +651,22 @@ class VocabularyBuilder:
         k = self.ctx.mg_keywords_per_memory
         found: dict[str, list[str]] = {}
         notes: list[dict[str, Any]] = []
+        name = PROMPTS[self.ctx.mg_ingest_format][0]
         for batch in self._extraction_batches(session):
-            lines = "\n".join(render_turn_line(t) for t in batch)
-            prompt = render_prompt(METHOD, "extract_keywords", date=_session_date(session), turns=lines, max_keywords=k)
-            payload = {"date": _session_date(session), "turns": lines, "k": k}
-            value, note = self._cached_call("extract_keywords", payload, prompt, ExtractionReply,
+            lines = "\n".join(render_turn_line(t, i if self.compact else None) for i, t in enumerate(batch, 1))
+            prompt = render_prompt(METHOD, name, date=_session_date(session), turns=lines, max_keywords=k)
+            payload: dict[str, Any] = {"date": _session_date(session), "turns": lines, "k": k}
+            schema: type[BaseModel] = ExtractionReply
+            if self.compact:
+                payload["format"] = "compact"
+                schema = compact_extraction_model(len(batch), k)
+            value, note = self._cached_call("extract_keywords", name, payload, prompt, schema,
                                             max_tokens=60 + 8 * k * len(batch))
             if note.get("fallback"):
                 notes.append({"call": "extract_keywords", **note})
-            wanted = {t.id for t in batch}
             for item in (value or {}).get("turns", []):
-                tid = str(item.get("id", "")).strip()
-                if tid in wanted and tid not in found:  # unknown ids are dropped
+                tid = resolve_turn(item.get("id"), batch, numbers_first=self.compact)
+                if tid is not None and tid not in found:  # unknown ids are dropped
                     kws = clean_keywords(item.get("keywords") or [], k)
                     if kws:
                         found[tid] = kws
@@ -462,11 +689,13 @@ class VocabularyBuilder:
         if not candidates:
             return {}, []
         items = sorted(candidates.items())  # canonical order: the cache key must not depend on set order
-        budget = self.ctx.max_prompt_tokens - estimate_tokens(load_prompt(METHOD, "match_vocabulary")) - 100
+        name = PROMPTS[self.ctx.mg_ingest_format][1]
+        budget = self.ctx.max_prompt_tokens - estimate_tokens(load_prompt(METHOD, name)) - 100
         batches: list[list[tuple[str, list[str]]]] = [[]]
         used = 0
         for kw, short in items:
-            cost = estimate_tokens(kw + " " + " | ".join(short)) + 4
+            cost = (estimate_tokens(render_candidate_line(len(batches[-1]) + 1, kw, short, compact=True)) if self.compact
+                    else estimate_tokens(kw + " " + " | ".join(short)) + 4)
             if batches[-1] and used + cost > budget:
                 batches.append([])
                 used = 0
@@ -475,19 +704,27 @@ class VocabularyBuilder:
         result: dict[str, str | None] = {kw: None for kw in candidates}
         notes: list[dict[str, Any]] = []
         for batch in batches:
-            listing = "\n".join(f"{i}. {kw} -> {' | '.join(short)}" for i, (kw, short) in enumerate(batch, 1))
-            prompt = render_prompt(METHOD, "match_vocabulary", candidates=listing)
-            value, note = self._cached_call("match_vocabulary", [[kw, short] for kw, short in batch], prompt,
-                                            MatchReply, max_tokens=40 + 20 * len(batch))
+            listing = "\n".join(render_candidate_line(i, kw, short, self.compact) for i, (kw, short) in enumerate(batch, 1))
+            prompt = render_prompt(METHOD, name, candidates=listing)
+            payload: Any = [[kw, short] for kw, short in batch]
+            schema: type[BaseModel] = MatchReply
+            max_tokens = 40 + 20 * len(batch)
+            if self.compact:
+                payload = {"format": "compact", "candidates": payload}
+                schema = compact_match_model(tuple(len(short) for _, short in batch))
+                max_tokens = 30 + 8 * len(batch)  # `"12": 3, ` is about 6 tokens
+            value, note = self._cached_call("match_vocabulary", name, payload, prompt, schema, max_tokens=max_tokens)
             if note.get("fallback"):
                 notes.append({"call": "match_vocabulary", **note})
             for m in (value or {}).get("matches", []):
-                kw = normalise_keyword(m.get("keyword"))
-                entry = normalise_keyword(m.get("entry")) if m.get("entry") else None
-                if kw in candidates and entry and entry in candidates[kw] and result.get(kw) is None:
+                kw = resolve_candidate(m.get("keyword"), batch, candidates, numbers_first=self.compact)
+                if kw is None:
+                    continue  # names no candidate
+                entry, why = resolve_entry(m.get("entry"), candidates[kw], numbers_first=self.compact)
+                if entry and result.get(kw) is None:
                     result[kw] = entry
-                elif kw in candidates and entry:
-                    notes.append({"rejected_match": [kw, entry], "why": "not in the keyword's shortlist"})
+                elif why:
+                    notes.append({"rejected_match": [kw, str(m.get("entry"))], "why": why})
         return result, notes
 
     def process(self, session: Session, chain: str, position: int) -> dict[str, Any]:

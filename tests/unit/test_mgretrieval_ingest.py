@@ -38,31 +38,74 @@ KEYWORDS: dict[str, list[str]] = {
 }
 ID_LINE = re.compile(r"^\[(D\d+:\d+)\]", re.M)
 PAIR = re.compile(r"^\d+\. (.+?) -> (.+)$", re.M)
+# The compact format numbers turns and shortlist entries in the prompt.
+NUMBERED_TURN = re.compile(r"^\[(\d+)\] ", re.M)
+SESSION_OF_DATE = re.compile(r"on (\d+) May, 2023")  # make_conversation dates session s "… on s May, 2023"
+NUMBERED_ENTRY = re.compile(r"(\d+)\) ([^,]+)")
+
+
+def schema_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return (kwargs.get("response_format") or {}).get("schema", {})
 
 
 def schema_props(kwargs: dict[str, Any]) -> set[str]:
-    return set((kwargs.get("response_format") or {}).get("schema", {}).get("properties", {}))
+    return set(schema_of(kwargs).get("properties", {}))
+
+
+def call_kind(kwargs: dict[str, Any]) -> str:
+    """`turns` for p_s1 and `matches` for p_s2, in either format (compact schemas are titled)."""
+    schema = schema_of(kwargs)
+    title = schema.get("title")
+    if title == "MGKeywords" or "turns" in schema.get("properties", {}):
+        return "turns"
+    if title == "MGMatches" or "matches" in schema.get("properties", {}):
+        return "matches"
+    return "?"
 
 
 class FakeAux:
-    """Replies by call kind: extraction from KEYWORDS, matching from `matches` (keyword → entry)."""
+    """Replies by call kind: extraction from KEYWORDS, matching from `matches` (keyword → entry).
 
-    def __init__(self, keywords: dict[str, list[str]], matches: dict[str, str | None] | None = None) -> None:
+    It answers in the format the request's schema asks for, so the same script drives both
+    `mg_ingest_format`s; `shape="json"` always answers in the keyed json shape (a model ignoring the
+    compact instruction). A compact turn number is mapped back to its id through the session date
+    (make_conversation's `D<s>:<k>` ids, one extraction batch per session).
+    """
+
+    def __init__(self, keywords: dict[str, list[str]], matches: dict[str, str | None] | None = None,
+                 shape: str = "auto") -> None:
         self.keywords = keywords
         self.matches = matches or {}
+        self.shape = shape
         self.model = ScriptedChatModel(default=self.reply)
 
     def reply(self, messages: list[Any], kwargs: dict[str, Any]) -> Any:
         text = "\n".join(str(m.content) for m in messages)
-        props = schema_props(kwargs)
-        if "turns" in props:
-            return {"turns": [{"id": t, "keywords": self.keywords.get(t, [])} for t in ID_LINE.findall(text)]}
-        if "matches" in props:
-            return {"matches": [{"keyword": k, "entry": self.matches.get(k)} for k, _ in PAIR.findall(text)]}
-        raise AssertionError(f"unexpected call: {props}")
+        kind = call_kind(kwargs)
+        compact = schema_of(kwargs).get("title") in ("MGKeywords", "MGMatches") and self.shape != "json"
+        if kind == "turns":
+            ids = ID_LINE.findall(text)
+            if not ids:  # the compact prompt: [1], [2], … under the session date
+                session = SESSION_OF_DATE.search(text).group(1)  # type: ignore[union-attr]
+                ids = [f"D{session}:{n}" for n in NUMBERED_TURN.findall(text)]
+            if compact:
+                return {str(n): ", ".join(self.keywords.get(t, [])) for n, t in enumerate(ids, 1)}
+            return {"turns": [{"id": t, "keywords": self.keywords.get(t, [])} for t in ids]}
+        if kind == "matches":
+            pairs = PAIR.findall(text)
+            if compact:
+                out = {}
+                for n, (kw, listing) in enumerate(pairs, 1):
+                    entries = [e.strip() for _, e in NUMBERED_ENTRY.findall(listing)]
+                    want = self.matches.get(kw)
+                    # An entry outside the shortlist can only be named by a number out of range.
+                    out[str(n)] = 0 if want is None else (entries.index(want) + 1 if want in entries else len(entries) + 1)
+                return out
+            return {"matches": [{"keyword": k, "entry": self.matches.get(k)} for k, _ in pairs]}
+        raise AssertionError(f"unexpected call: {schema_props(kwargs)}")
 
     def count(self, prop: str) -> int:
-        return sum(1 for c in self.model.calls if prop in schema_props(c["kwargs"]))
+        return sum(1 for c in self.model.calls if call_kind(c["kwargs"]) == prop)
 
 
 def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> Context:
@@ -219,11 +262,13 @@ def test_changed_session_replays_from_cache_without_duplicates(data_dir: str) ->
     assert ws.index("mg_vocab", "ns").count() == len(vocab.entries)
 
 
-def test_extraction_prompt_lists_turns_with_date(data_dir: str) -> None:
+@pytest.mark.parametrize(("fmt", "line"), [("json", "[D1:1] Ann: I went hiking"), ("compact", "[1] Ann: I went hiking")])
+def test_extraction_prompt_lists_turns_with_date(data_dir: str, fmt: str, line: str) -> None:
     aux = FakeAux(KEYWORDS)
-    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx_for(data_dir, aux), methods=["mgretrieval"])
+    ctx = ctx_for(data_dir, aux, mg_ingest_format=fmt)
+    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx, methods=["mgretrieval"])
     prompt = aux.model.prompts()[0]
-    assert "[D1:1] Ann: I went hiking" in prompt and "1 May, 2023" in prompt
+    assert line in prompt and "1 May, 2023" in prompt
     assert json.loads(json.dumps(aux.model.calls[0]["kwargs"]["response_format"]))["type"] == "json_object"
 
 
