@@ -220,6 +220,16 @@ class Context:
     # On the dev-split cost slice it saved 18 of 18 sentences of one session from the token fallback.
     mra_cues_accept_turn_ids: bool = setting(
         True, "MRAgent: a cue reply naming a turn id covers that turn's sentences")
+    # --- mra_ingest_format (issue 12: fewer generated tokens at ingestion; app/ingest/mragent.py)
+    # "json" is the spec's keyed replies, kept so a benchmark can restore the old path. "compact" asks
+    # for positional arrays with local numbers and "" for the session date (same memory, about 40%
+    # fewer generated tokens; docs/mragent.md). "compact_merged" also writes each sentence's cues in
+    # the rewrite call: one call per window instead of two. Changing it re-ingests (new cache keys).
+    mra_ingest_format: Literal["compact", "compact_merged", "json"] = setting(
+        "compact", "MRAgent: ingestion reply format: compact arrays (compact), compact with the cues in the "
+                   "rewrite call, one call per window (compact_merged), or the spec's keyed JSON (json); "
+                   "set at ingest")
+    # --- end mra_ingest_format
 
     # HyMem (specs/methods/hymem.md §5)
     hymem_light_k: int = setting(10, "HyMem: summaries shown to the light answer", ge=1)

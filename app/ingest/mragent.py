@@ -6,6 +6,11 @@ and personal facts; call B copies cues verbatim out of each rewritten sentence. 
 validated against the window (invented ids are dropped and reported), every turn is guaranteed
 at least one event, and each call is cached by content hash, so a re-ingest makes no call.
 
+`mra_ingest_format` picks the reply format: `compact` (default: positional arrays, local numbers,
+"" for the session date; about 40% fewer generated tokens for the same content), `compact_merged`
+(compact, with the cues written by call A: one call per window) or `json` (the spec's keyed
+objects, unchanged). All three feed the same validation and build the same structures.
+
 Persisted per namespace in `ws.docs` (kinds prefixed `mra_`), one transaction per session:
 events, cues (cue → tag → events), topics, persona facts, the timeline and a session stamp; plus the
 Chroma collections `mragent_events` (rewritten sentences) and `mragent_topics`. See
@@ -19,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from app.config import Context
 from app.ingest.models import Conversation, Session, Turn
@@ -143,6 +149,30 @@ def turn_of(event_or_turn: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------- schemas
+#
+# Two reply formats (`Context.mra_ingest_format`), one validated value. `json` is the spec's keyed
+# objects (prompts rewrite.md / keywords.md, schema = the pydantic models below). `compact` drops
+# the repeated keys: positional arrays, local numbers instead of ids, "" for the session date, topics as
+# a plain list (prompts rewrite_compact.md / cues_compact.md). `compact_merged` also puts each
+# sentence's cues into call A (prompt rewrite_merged.md), so a window needs one call. Parsing is
+# lenient in every mode: the before-validators turn arrays into the keyed form, so a small model
+# that answers in the other shape still parses, and everything downstream reads one structure.
+
+SENTENCE_FIELDS = ("origin", "text", "tag", "topics", "time", "cues")  # the compact sentence array
+FACT_FIELDS = ("origin", "person", "aspect", "text")  # the compact personal-fact array
+DATE_PATTERN = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
+# Caps of the compact schemas. They only shape the schema sent to the endpoint (a grammar on
+# llama.cpp), where a small model may otherwise repeat an item or a phrase until max_tokens;
+# validation does not enforce them (graphs/memr3.py caps its router schema the same way).
+CAP_TOPICS, CAP_SENTENCES, CAP_FACTS, CAP_CUE_ROWS = 10, 120, 30, 120
+CAP_TEXT, CAP_TAG, CAP_TOPIC, CAP_PERSON, CAP_FACT, CAP_CUE = 300, 30, 60, 40, 200, 60
+
+
+def _positional(item: Any, names: tuple[str, ...]) -> Any:
+    """A positional array → the keyed object (extra elements ignored); anything else unchanged."""
+    if isinstance(item, list | tuple):
+        return dict(zip(names, item, strict=False))
+    return item
 
 
 class RewriteSentence(BaseModel):
@@ -152,12 +182,16 @@ class RewriteSentence(BaseModel):
     tag: Text = ""
     topics: list[str] = Field(default_factory=list)
     time: Text = ""
+    # Only the compact_merged reply carries cues here; left out of the spec's (json) schema.
+    cues: SkipJsonSchema[StrList] = Field(default_factory=list)
 
     @field_validator("topics", mode="before")
     @classmethod
     def _topics(cls, v: Any) -> Any:
         if v is None or v == "None":
             return []
+        if isinstance(v, int | str) and not isinstance(v, bool) and str(v).strip().isdigit():
+            return [str(v).strip()]  # one topic number instead of a list of them
         if isinstance(v, str):
             return [x.strip() for x in re.split(r"[,\s]+", v) if x.strip()]
         return [as_text(x) for x in v] if isinstance(v, list) else v
@@ -173,17 +207,35 @@ class PersonalFact(BaseModel):
 class RewriteReply(BaseModel):
     """Call A: the window rewritten into sentences with tag, topics and time, plus personal facts."""
 
+    # The docstring is the schema's description, so it stays as the spec's (json) schema had it. The
+    # validation also reads the compact shapes: sentence arrays [origin, text, tag, topics, time(, cues)],
+    # fact arrays [origin, person, aspect, fact], `facts` for `personal_facts`, a topic list.
+
     conversation_time: Text = ""
     sentences: list[RewriteSentence]
     topics: dict[str, str] = Field(default_factory=dict)
     personal_facts: list[PersonalFact] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "facts" in v and "personal_facts" not in v:
+            v = {**v, "personal_facts": v["facts"]}
+        return v
+
+    @field_validator("sentences", mode="before")
+    @classmethod
+    def _sentence_items(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [_positional(x, SENTENCE_FIELDS) for x in v if isinstance(x, dict | list | tuple)]
+        return v
 
     @field_validator("topics", mode="before")
     @classmethod
     def _topic_map(cls, v: Any) -> Any:
         if v is None or v == "None":
             return {}
-        if isinstance(v, list):  # [{"id": "t1", "text": "..."}] or ["...", ...]
+        if isinstance(v, list):  # [{"id": "t1", "text": "..."}] or ["...", ...] (compact: position = number)
             out: dict[str, str] = {}
             for i, item in enumerate(v, start=1):
                 if isinstance(item, dict):
@@ -201,7 +253,14 @@ class RewriteReply(BaseModel):
     def _facts(cls, v: Any) -> Any:
         if v is None or v == "None":
             return []
-        return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else v
+        if not isinstance(v, list):
+            return v
+        out = []
+        for x in v:
+            x = _positional(x, FACT_FIELDS)
+            if isinstance(x, dict):
+                out.append({**x, "text": x["fact"]} if "fact" in x and "text" not in x else x)
+        return out
 
 
 class CueItem(BaseModel):
@@ -212,14 +271,91 @@ class CueItem(BaseModel):
 class CueReply(BaseModel):
     """Call B: verbatim cues per rewritten sentence."""
 
+    # Also read: the compact rows {"cues": [["<number>", "cue", ...], ...]} and {"<id>": [cues]}.
+
     sentences: list[CueItem]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact_rows(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "sentences" not in v and "cues" in v:
+            v = {**v, "sentences": v["cues"]}
+        return v
 
     @field_validator("sentences", mode="before")
     @classmethod
     def _items(cls, v: Any) -> Any:
         if isinstance(v, dict):  # {"D1:1-1": ["a", "b"]}
             return [{"id": k, "cues": x} for k, x in v.items()]
-        return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else v
+        if isinstance(v, list):  # [{"id", "cues"}] or compact rows ["<id>", "cue", ...]
+            return [{"id": x[0], "cues": list(x[1:])} if isinstance(x, list | tuple) else x
+                    for x in v if isinstance(x, dict | CueItem) or (isinstance(x, list | tuple) and x)]
+        return v
+
+
+def _text_schema(max_len: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_len}
+
+
+def _list_schema(items: dict[str, Any], max_items: int) -> dict[str, Any]:
+    return {"type": "array", "items": items, "maxItems": max_items}
+
+
+def _row_schema(*items: dict[str, Any]) -> dict[str, Any]:
+    """A fixed-length positional array (JSON Schema `prefixItems`, as pydantic writes a tuple)."""
+    return {"type": "array", "prefixItems": list(items), "minItems": len(items), "maxItems": len(items)}
+
+
+def compact_rewrite_schema(with_cues: bool) -> dict[str, Any]:
+    """The JSON schema call A sends in the compact formats. Every key is required, so a grammar
+    writes them in this order: topics first, since the sentences refer to them by number."""
+    number = {"type": "integer"}
+    sentence = [number, _text_schema(CAP_TEXT), _text_schema(CAP_TAG), _list_schema(number, 3),
+                {"type": "string", "pattern": DATE_PATTERN}]
+    if with_cues:
+        sentence.append(_list_schema(_text_schema(CAP_CUE), MAX_CUES))
+    fact = _row_schema(number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(CAP_FACT))
+    return {
+        "title": "RewriteMerged" if with_cues else "RewriteCompact",
+        "type": "object",
+        "properties": {
+            "topics": _list_schema(_text_schema(CAP_TOPIC), CAP_TOPICS),
+            "sentences": _list_schema(_row_schema(*sentence), CAP_SENTENCES),
+            "facts": _list_schema(fact, CAP_FACTS),
+        },
+        "required": ["topics", "sentences", "facts"],
+    }
+
+
+def compact_cue_schema() -> dict[str, Any]:
+    """The JSON schema call B sends in the compact format: one row per sentence, its number then its cues."""
+    row = {"type": "array", "items": _text_schema(CAP_CUE), "minItems": 2, "maxItems": MAX_CUES + 1}
+    return {"title": "CuesCompact", "type": "object",
+            "properties": {"cues": _list_schema(row, CAP_CUE_ROWS)}, "required": ["cues"]}
+
+
+class CompactRewriteReply(RewriteReply):
+    """Call A in the `compact` format: validated like `RewriteReply`, with the compact schema sent."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_rewrite_schema(with_cues=False)
+
+
+class MergedRewriteReply(RewriteReply):
+    """Call A in the `compact_merged` format: each sentence array ends with its cues."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_rewrite_schema(with_cues=True)
+
+
+class CompactCueReply(CueReply):
+    """Call B in the `compact` format: validated like `CueReply`, with the compact schema sent."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_cue_schema()
 
 
 # --------------------------------------------------------------------------------------------- windows
@@ -256,13 +392,18 @@ class WindowResult:
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     facts: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cues: dict[str, list[str]] = field(default_factory=dict)  # event id → cues written by call A (compact_merged)
 
 
 def validate_rewrite(
-    reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int
+    reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
+    numbers: dict[str, str] | None = None,
 ) -> WindowResult:
     """Apply call A's validation: origins in the window, ids renormalised, times, tags, topics,
-    and one fallback sentence for every turn the model left out."""
+    and one fallback sentence for every turn the model left out.
+
+    `numbers` (the compact formats) maps the turn numbers shown in the prompt to turn ids; an origin
+    may then be a number or a turn id, and a topic reference a topic's number."""
     res = WindowResult()
     by_id = {t.id: t for t in window}
     topic_map: dict[str, str] = {}
@@ -279,21 +420,25 @@ def validate_rewrite(
         invented = []
         for s in reply.sentences:
             origin = s.origin or (turn_of(s.id) or "")
+            if numbers is not None and origin not in by_id:
+                origin = numbers.get(origin, origin)
             if origin not in by_id:
                 invented.append(origin or s.id or "?")
                 continue
             if not s.text:
                 continue
-            topics = [topic_map[t] for t in s.topics if t in topic_map]
+            refs = s.topics if numbers is None else [t if t in topic_map else f"t{t}" for t in s.topics]
+            topics = [topic_map[t] for t in refs if t in topic_map]
             produced[origin].append({"text": s.text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
-                                     "time": normalise_time(s.time, sdate), "topics": topics})
+                                     "time": normalise_time(s.time, sdate), "topics": topics, "cues": s.cues})
         if invented:
             res.notes.append(f"rewrite: dropped sentences with unknown origin {sorted(set(invented))}")
     missing = [tid for tid, items in produced.items() if not items]
     if reply is not None and missing:
         res.notes.append(f"rewrite: {len(missing)} turn(s) without a sentence got a fallback: {missing}")
     for turn in window:
-        items = produced[turn.id] or [{"text": turn.full_text, "tag": OTHER_TAG, "time": sdate, "topics": []}]
+        items = produced[turn.id] or [{"text": turn.full_text, "tag": OTHER_TAG, "time": sdate, "topics": [],
+                                       "cues": []}]
         for item in items:
             counters[turn.id] = counters.get(turn.id, 0) + 1
             eid = f"{turn.id}-{counters[turn.id]}"
@@ -311,19 +456,25 @@ def validate_rewrite(
             }
             for gid in item["topics"]:
                 res.topics[gid]["events"].append(eid)
+            if item["cues"]:
+                res.cues[eid] = list(item["cues"])
     if reply is not None:
         for f in reply.personal_facts:
-            if f.origin in by_id and f.person and f.text:
+            origin = f.origin if numbers is None or f.origin in by_id else numbers.get(f.origin, f.origin)
+            if origin in by_id and f.person and f.text:
                 res.facts.append({"person": f.person, "aspect": f.aspect or "general", "fact": f.text,
-                                  "origin": f.origin})
+                                  "origin": origin})
             elif f.text:
                 res.notes.append(f"rewrite: dropped personal fact with unknown origin {f.origin!r}")
     return res
 
 
-def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True) -> list[str]:
+def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True,
+               numbers: dict[str, str] | None = None) -> list[str]:
     """Call B's validation: unknown ids dropped, non-verbatim cues discarded, at most 30 kept,
-    fallback tokens for a sentence left without cues, and the speaker's name always added."""
+    fallback tokens for a sentence left without cues, and the speaker's name always added.
+
+    `numbers` (the compact format) maps the sentence numbers shown in the prompt to event ids."""
     notes: list[str] = []
     got: dict[str, list[str]] = {}
     if reply is not None:
@@ -334,12 +485,20 @@ def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept
         # ("D1:3-1"): such a reply is read as covering that turn's sentences, and the verbatim check
         # below still decides, per sentence, which cues stand.
         # (`accept_turn_ids=False` is the spec's strict reading: such ids are unknown and dropped.)
-        resolved = [(item, [item.id] if item.id in events else by_origin.get(item.id, []) if accept_turn_ids else [])
-                    for item in reply.sentences]
+        numbers = numbers or {}
+
+        def targets(item_id: str) -> list[str]:
+            if item_id in events:
+                return [item_id]
+            if item_id in numbers:
+                return [numbers[item_id]]
+            return by_origin.get(item_id, []) if accept_turn_ids else []
+
+        resolved = [(item, targets(item.id)) for item in reply.sentences]
         unknown = [item.id for item, eids in resolved if not eids]
         if unknown:
             notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
-        by_turn = [item.id for item, eids in resolved if eids and item.id not in events]
+        by_turn = [item.id for item, eids in resolved if eids and item.id not in events and item.id not in numbers]
         if by_turn:
             notes.append(f"keywords: {len(by_turn)} reply id(s) named a turn, read as its sentences")
         discarded = 0
@@ -401,6 +560,35 @@ def _cached_call(
     return None, res.error
 
 
+@dataclass(frozen=True)
+class IngestFormat:
+    """One value of `mra_ingest_format`: the prompts (= cache call names), the reply schemas, and the
+    completion caps `(base, per turn or sentence, ceiling)` of call A and call B."""
+
+    rewrite: str
+    rewrite_schema: type[RewriteReply]
+    cues: str
+    cue_schema: type[CueReply]
+    numbered: bool  # the prompts show local numbers (turn index, sentence position) instead of ids
+    merged: bool  # call A also writes the cues; call B only runs when it brought none
+    rewrite_cap: tuple[int, int, int]
+    cue_cap: tuple[int, int, int]
+
+
+FORMATS = {
+    "json": IngestFormat("rewrite", RewriteReply, "keywords", CueReply, False, False, (200, 140, 2400), (120, 70, 2400)),
+    "compact": IngestFormat("rewrite_compact", CompactRewriteReply, "cues_compact", CompactCueReply, True, False,
+                            (120, 90, 1600), (60, 45, 1600)),
+    "compact_merged": IngestFormat("rewrite_merged", MergedRewriteReply, "cues_compact", CompactCueReply, True, True,
+                                   (150, 150, 2400), (60, 45, 1600)),
+}
+
+
+def _cap(cap: tuple[int, int, int], n: int) -> int:
+    base, per, ceiling = cap
+    return min(ceiling, base + per * n)
+
+
 def _build_session(
     ws: Workspace, namespace: str, session: Session, ctx: Context, cache: LLMCache, report: Any
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -408,6 +596,7 @@ def _build_session(
 
     model = get_chat_model(ctx)
     mname, temp = model_name(model), _temperature(model)
+    fmt = FORMATS[ctx.mra_ingest_format]
     sdate = session_date(session)
     events: dict[str, dict[str, Any]] = {}
     topics: dict[str, dict[str, Any]] = {}
@@ -415,30 +604,48 @@ def _build_session(
     topic_next = 1
     for w_idx, window in enumerate(windows(session, ctx.mra_ingest_window_tokens), start=1):
         where = f"session {session.index} window {w_idx}"
-        turns_text = "\n".join(render_turn_line(t) for t in window)
-        payload_a = {"date_time": session.date_time, "session_date": sdate, "turns": turns_text}
-        msgs_a = [HumanMessage(content=render_prompt(METHOD, "rewrite", date_time=session.date_time,
+        # Call A. The compact prompts number the turns by their index in the session (the reply names
+        # a turn by that number); the json prompt shows the turn ids.
+        turn_numbers = {str(t.index): t.id for t in window} if fmt.numbered else None
+        turns_text = "\n".join(f"{t.index} | {t.speaker}: {t.full_text}" if fmt.numbered else render_turn_line(t)
+                               for t in window)
+        payload_a: dict[str, Any] = {"date_time": session.date_time, "session_date": sdate, "turns": turns_text}
+        if fmt.numbered:
+            payload_a["format"] = ctx.mra_ingest_format  # json keeps its keys, so its cache stays valid
+        msgs_a = [HumanMessage(content=render_prompt(METHOD, fmt.rewrite, date_time=session.date_time,
                                                      session_date=sdate or "unknown", turns=turns_text))]
         reply_a, err_a = _cached_call(
-            cache, cache_key(namespace, METHOD, "rewrite", mname, temp, payload_a), model, msgs_a, RewriteReply,
-            "mragent_rewrite", ctx, min(2400, 200 + 140 * len(window)), report,
+            cache, cache_key(namespace, METHOD, fmt.rewrite, mname, temp, payload_a), model, msgs_a,
+            fmt.rewrite_schema, "mragent_rewrite", ctx, _cap(fmt.rewrite_cap, len(window)), report,
         )
         if reply_a is None:
             report.fallbacks.append(f"{where}: rewrite failed ({(err_a or '')[:120]}); one raw sentence per turn")
-        res = validate_rewrite(reply_a, window, sdate, topic_next, session.index)
+        res = validate_rewrite(reply_a, window, sdate, topic_next, session.index, turn_numbers)
         report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
         topic_next += len(res.topics)
 
-        sent_lines = "\n".join(f"{eid} | {ev['rewritten']}" for eid, ev in res.events.items())
-        msgs_b = [HumanMessage(content=render_prompt(METHOD, "keywords", sentences=sent_lines))]
-        payload_b = {"sentences": [[eid, ev["rewritten"]] for eid, ev in res.events.items()]}
-        reply_b, err_b = _cached_call(
-            cache, cache_key(namespace, METHOD, "keywords", mname, temp, payload_b), model, msgs_b, CueReply,
-            "mragent_keywords", ctx, min(2400, 120 + 70 * len(res.events)), report,
-        )
-        if reply_b is None:
-            report.fallbacks.append(f"{where}: cue extraction failed ({(err_b or '')[:120]}); token fallback")
-        report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events, ctx.mra_cues_accept_turn_ids))
+        # Call B, or (compact_merged) the cues call A wrote, through the same validation.
+        if fmt.merged and res.cues:
+            reply_b: CueReply | None = CueReply(sentences=[CueItem(id=eid, cues=c) for eid, c in res.cues.items()])
+            sentence_numbers = None
+        else:
+            if fmt.merged and reply_a is not None:
+                report.fallbacks.append(f"{where}: the merged rewrite wrote no cues; cue extraction call made")
+            sentence_numbers = {str(i): eid for i, eid in enumerate(res.events, start=1)} if fmt.numbered else None
+            sent_lines = "\n".join(f"{i} | {ev['rewritten']}" if fmt.numbered else f"{eid} | {ev['rewritten']}"
+                                   for i, (eid, ev) in enumerate(res.events.items(), start=1))
+            msgs_b = [HumanMessage(content=render_prompt(METHOD, fmt.cues, sentences=sent_lines))]
+            payload_b: dict[str, Any] = {"sentences": [[eid, ev["rewritten"]] for eid, ev in res.events.items()]}
+            if fmt.numbered:
+                payload_b["format"] = "compact"  # both compact formats send this same call B
+            reply_b, err_b = _cached_call(
+                cache, cache_key(namespace, METHOD, fmt.cues, mname, temp, payload_b), model, msgs_b,
+                fmt.cue_schema, "mragent_keywords", ctx, _cap(fmt.cue_cap, len(res.events)), report,
+            )
+            if reply_b is None:
+                report.fallbacks.append(f"{where}: cue extraction failed ({(err_b or '')[:120]}); token fallback")
+        report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events, ctx.mra_cues_accept_turn_ids,
+                                                                     sentence_numbers))
         events.update(res.events)
         topics.update(res.topics)
         facts.extend(res.facts)
@@ -483,7 +690,10 @@ def _stamp(ws: Workspace, namespace: str) -> str:
 
 
 def _session_hash(session: Session, ctx: Context) -> str:
-    return f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
+    """The session stamp: a session is rebuilt when its content, window size or reply format changes
+    (the json stamp keeps its earlier form, so graphs built before the format setting stay valid)."""
+    base = f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
+    return base if ctx.mra_ingest_format == "json" else f"{base}:{ctx.mra_ingest_format}"
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:

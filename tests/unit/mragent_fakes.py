@@ -30,56 +30,124 @@ SESSIONS = [
 
 _TURN = re.compile(r"^(D\d+:\d+) \| (\w+): (.*)$", re.M)
 _SENT = re.compile(r"^(D\d+:\d+-\d+) \| (.*)$", re.M)
+# The compact prompts (mra_ingest_format "compact" / "compact_merged") number turns and sentences.
+_NUM_TURN = re.compile(r"^(\d+) \| (\w+): (.*)$", re.M)
+_NUM_SENT = re.compile(r"^(\d+) \| (.*)$", re.M)
 
 
 def words(text: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z]+", text) if len(w) >= 4]
 
 
-def rewrite_reply(prompt: str, tag_for: Callable[[str, str], str] | None = None,
-                  time_for: Callable[[str], str] | None = None, drop: set[str] | None = None,
-                  invent: bool = False) -> dict[str, Any]:
+def prompt_turns(prompt: str, sessions: Any = None) -> list[tuple[str, str, str, str]]:
+    """(turn id, reference the reply uses, speaker, text) per turn line of a rewrite prompt.
+
+    A json prompt shows turn ids; a compact one shows turn numbers, resolved against `sessions` (the
+    ingested conversation's, see `ingest`) so callbacks still get ids like "D1:3"."""
+    found = _TURN.findall(prompt)
+    if found:
+        return [(tid, tid, spk, text) for tid, spk, text in found]
+    lines = _NUM_TURN.findall(prompt)
+    if not lines:
+        return []
+    for session in sessions or ():
+        by_index = {str(t.index): t for t in session.turns}
+        if all(n in by_index and (by_index[n].speaker, by_index[n].full_text) == (spk, text) for n, spk, text in lines):
+            return [(by_index[n].id, n, spk, text) for n, spk, text in lines]
+    raise AssertionError("compact rewrite prompt whose turns match no ingested session")
+
+
+def rewrite_content(turns: list[tuple[str, str, str, str]], tag_for: Callable[[str, str], str] | None = None,
+                    time_for: Callable[[str], str] | None = None, drop: set[str] | None = None,
+                    invent: bool = False) -> dict[str, Any]:
+    """What the fake rewrite says, format-free: sentences (ref, text, tag, topic numbers, time, cues),
+    topics, facts. `invent` adds a sentence for a turn that is not in the window."""
     sentences = []
-    for tid, spk, text in _TURN.findall(prompt):
+    for tid, ref, spk, text in turns:
         if drop and tid in drop:
             continue
         tag = tag_for(tid, text) if tag_for else (words(text)[1].lower() if len(words(text)) > 1 else "chat")
-        sentences.append({"origin": tid, "text": f"{spk} said: {text}", "tag": tag, "topics": ["t1"],
-                          "time": time_for(tid) if time_for else ""})
+        rewritten = f"{spk} said: {text}"
+        sentences.append((ref, rewritten, tag, [1], time_for(tid) if time_for else "",
+                          [*words(text)[:6], "unicorn"]))
     if invent:
-        sentences.append({"origin": "D99:1", "text": "made up", "tag": "x", "topics": [], "time": ""})
-    first = _TURN.findall(prompt)[0][1] if _TURN.findall(prompt) else "Ann"
-    return {"conversation_time": "2023-05-01", "sentences": sentences, "topics": {"t1": "daily life", "t9": ""},
-            "personal_facts": [{"person": first, "aspect": "pets", "text": f"{first} has a cat named Pixel",
-                                "origin": _TURN.findall(prompt)[0][0]}]}
+        sentences.append(("D99:1", "made up", "x", [], "", []))  # a turn id in either format
+    first_ref, first_spk = (turns[0][1], turns[0][2]) if turns else ("D1:1", "Ann")
+    return {"sentences": sentences, "topics": ["daily life", ""],
+            "facts": [(first_ref, first_spk, "pets", f"{first_spk} has a cat named Pixel")]}
+
+
+def json_rewrite(content: dict[str, Any], conversation_time: str = "2023-05-01") -> dict[str, Any]:
+    """The content as the spec's keyed call-A reply (mra_ingest_format="json")."""
+    return {"conversation_time": conversation_time,
+            "sentences": [{"origin": ref, "text": text, "tag": tag, "topics": [f"t{n}" for n in topics], "time": time}
+                          for ref, text, tag, topics, time, _ in content["sentences"]],
+            "topics": {f"t{i}": t for i, t in enumerate(content["topics"], start=1)},
+            "personal_facts": [{"person": p, "aspect": a, "text": f, "origin": ref} for ref, p, a, f in content["facts"]]}
+
+
+def compact_rewrite(content: dict[str, Any], merged: bool = False) -> dict[str, Any]:
+    """The content as a compact call-A reply (arrays; with `merged`, each sentence ends with its cues)."""
+    def number(ref: str) -> Any:
+        return int(ref) if ref.isdigit() else ref
+
+    return {"topics": list(content["topics"]),
+            "sentences": [[number(ref), text, tag, topics, time, *([cues] if merged else [])]
+                          for ref, text, tag, topics, time, cues in content["sentences"]],
+            "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
+
+
+def rewrite_reply(prompt: str, tag_for: Callable[[str, str], str] | None = None,
+                  time_for: Callable[[str], str] | None = None, drop: set[str] | None = None,
+                  invent: bool = False, sessions: Any = None) -> dict[str, Any]:
+    """A call-A reply in the format the prompt asks for."""
+    content = rewrite_content(prompt_turns(prompt, sessions), tag_for, time_for, drop, invent)
+    if _TURN.search(prompt):
+        return json_rewrite(content)
+    return compact_rewrite(content, merged="each with its keywords" in prompt)
 
 
 def keywords_reply(prompt: str, invent_id: bool = False) -> dict[str, Any]:
-    items = [{"id": eid, "cues": [*words(text.split(":", 1)[-1])[:6], "unicorn"]} for eid, text in _SENT.findall(prompt)]
+    """A call-B reply in the format the prompt asks for: the sentence's words plus one invented cue."""
+    if _SENT.search(prompt):
+        items = [{"id": eid, "cues": [*words(text.split(":", 1)[-1])[:6], "unicorn"]} for eid, text in _SENT.findall(prompt)]
+        if invent_id:
+            items.append({"id": "D42:1-1", "cues": ["ghost"]})
+        return {"sentences": items}
+    rows = [[n, *words(text.split(":", 1)[-1])[:6], "unicorn"] for n, text in _NUM_SENT.findall(prompt)]
     if invent_id:
-        items.append({"id": "D42:1-1", "cues": ["ghost"]})
-    return {"sentences": items}
+        rows.append(["D42:1-1", "ghost"])
+    return {"cues": rows}
+
+
+class IngestFake:
+    """The scripted ingestion model's reply function; `ingest` tells it the conversation's sessions."""
+
+    def __init__(self, invent_id: bool = False, **rewrite_kw: Any) -> None:
+        self.invent_id = invent_id
+        self.rewrite_kw = rewrite_kw
+        self.sessions: Any = None
+
+    def __call__(self, messages: list, kwargs: dict[str, Any]) -> Any:
+        prompt = str(messages[0].content)
+        if prompt.startswith("Rewrite this conversation"):
+            return rewrite_reply(prompt, sessions=self.sessions, **self.rewrite_kw)
+        if prompt.startswith("For each sentence"):
+            return keywords_reply(prompt, self.invent_id)
+        raise AssertionError("unexpected ingestion prompt: " + prompt[:80])
 
 
 def ingest_model(**kw: Any) -> ScriptedChatModel:
     kw_rewrite = {k: v for k, v in kw.items() if k in ("tag_for", "time_for", "drop", "invent")}
-    invent_id = kw.get("invent_id", False)
-
-    def reply(messages: list, kwargs: dict[str, Any]) -> Any:
-        prompt = str(messages[0].content)
-        if prompt.startswith("Rewrite this conversation"):
-            return rewrite_reply(prompt, **kw_rewrite)
-        if prompt.startswith("For each sentence"):
-            return keywords_reply(prompt, invent_id)
-        raise AssertionError("unexpected ingestion prompt: " + prompt[:80])
-
-    return ScriptedChatModel(default=reply)
+    return ScriptedChatModel(default=IngestFake(invent_id=kw.get("invent_id", False), **kw_rewrite))
 
 
 def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, namespace: str = "ns",
            model: ScriptedChatModel | None = None, **ctx_kw: Any) -> tuple[Context, Any]:
     conv = make_conversation(sessions or SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
     model = model or ingest_model()
+    if isinstance(model.default, IngestFake):
+        model.default.sessions = conv.sessions
     ctx = Context(data_dir=data_dir, chat_model=model, **ctx_kw)
     reports = ingest_conversation(conv, namespace, ctx, methods=["mragent"])
     return ctx, reports[-1]

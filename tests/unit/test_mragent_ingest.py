@@ -1,4 +1,5 @@
-"""MRAgent ingestion: acceptance behaviours 1–3 (specs/methods/mragent.md §7) with a scripted model."""
+"""MRAgent ingestion: acceptance behaviours 1–3 (specs/methods/mragent.md §7) with a scripted model,
+in every reply format (the format-specific checks are in test_mragent_compact.py)."""
 
 from __future__ import annotations
 
@@ -24,39 +25,49 @@ from tests.unit.helpers import make_conversation
 from tests.unit.mragent_fakes import SESSIONS, ingest, ingest_model
 
 EVENT_RE = re.compile(r"^D(\d+):(\d+)-(\d+)$")
+# Every reply format (mra_ingest_format) must keep the ingestion guarantees; the fake model answers in
+# the format the prompt asks for. compact_merged makes one call per window (the cues come with call A).
+ALL_FORMATS = pytest.mark.parametrize("fmt", ["compact", "compact_merged", "json"])
 
 
-def test_two_calls_per_window_and_zero_on_reingest(data_dir: str) -> None:
+def calls_per_window(fmt: str) -> int:
+    return 1 if fmt == "compact_merged" else 2
+
+
+@ALL_FORMATS
+def test_two_calls_per_window_and_zero_on_reingest(data_dir: str, fmt: str) -> None:
     model = ingest_model()
-    ctx, report = ingest(data_dir, model=model)
-    assert len(model.calls) == 2 * len(SESSIONS) == report.llm_calls
+    ctx, report = ingest(data_dir, model=model, mra_ingest_format=fmt)
+    assert len(model.calls) == calls_per_window(fmt) * len(SESSIONS) == report.llm_calls
     ws = open_workspace(data_dir)
     n_events = ws.docs.count("ns", K_EVENT)
     n_vec = ws.index(EVENTS_KIND, "ns").count()
-    _, again = ingest(data_dir, model=model)
-    assert len(model.calls) == 2 * len(SESSIONS)  # nothing new
+    _, again = ingest(data_dir, model=model, mra_ingest_format=fmt)
+    assert len(model.calls) == calls_per_window(fmt) * len(SESSIONS)  # nothing new
     assert again.llm_calls == 0 and again.sessions == 0
     assert ws.docs.count("ns", K_EVENT) == n_events and ws.index(EVENTS_KIND, "ns").count() == n_vec
 
 
-def test_windows_split_a_long_session_and_each_window_costs_two_calls(data_dir: str) -> None:
+@ALL_FORMATS
+def test_windows_split_a_long_session_and_each_window_costs_two_calls(data_dir: str, fmt: str) -> None:
     conv = make_conversation(SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
     wins = windows(conv.sessions[0], 64)
     assert len(wins) > 1 and [t.id for w in wins for t in w] == [t.id for t in conv.sessions[0].turns]
     model = ingest_model()
-    ingest(data_dir, model=model, mra_ingest_window_tokens=64)
+    ingest(data_dir, model=model, mra_ingest_window_tokens=64, mra_ingest_format=fmt)
     n_windows = sum(len(windows(s, 64)) for s in conv.sessions)
-    assert len(model.calls) == 2 * n_windows
+    assert len(model.calls) == calls_per_window(fmt) * n_windows
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     # topic numbering continues across the windows of a session
     s1_topics = sorted(t for t in g.topics if t.startswith("D1:"))
     assert len(s1_topics) == len(set(s1_topics)) == len(windows(conv.sessions[0], 64))
 
 
-def test_every_turn_has_an_event_and_ids_are_well_formed(data_dir: str) -> None:
+@ALL_FORMATS
+def test_every_turn_has_an_event_and_ids_are_well_formed(data_dir: str, fmt: str) -> None:
     # The model drops D1:3 and invents a turn D99:1: the first gets a fallback, the second is logged.
     model = ingest_model(drop={"D1:3"}, invent=True)
-    _, report = ingest(data_dir, model=model)
+    _, report = ingest(data_dir, model=model, mra_ingest_format=fmt)
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     turns = g.turns
     assert {ev["origin"] for ev in g.events.values()} == set(turns)
@@ -74,15 +85,17 @@ def test_every_turn_has_an_event_and_ids_are_well_formed(data_dir: str) -> None:
     assert g.events["D1:1-1"]["rewritten"].startswith("Ann said:")
 
 
-def test_invented_cue_ids_are_dropped_and_logged(data_dir: str) -> None:
-    _, report = ingest(data_dir, model=ingest_model(invent_id=True))
+@pytest.mark.parametrize("fmt", ["compact", "json"])  # compact_merged makes no cue call here
+def test_invented_cue_ids_are_dropped_and_logged(data_dir: str, fmt: str) -> None:
+    _, report = ingest(data_dir, model=ingest_model(invent_id=True), mra_ingest_format=fmt)
     assert any("D42:1-1" in f for f in report.fallbacks)
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     assert "ghost" not in {c["cue"] for c in g.cues.values()}
 
 
-def test_cues_are_verbatim_and_speaker_is_always_a_cue(data_dir: str) -> None:
-    _, report = ingest(data_dir)
+@ALL_FORMATS
+def test_cues_are_verbatim_and_speaker_is_always_a_cue(data_dir: str, fmt: str) -> None:
+    _, report = ingest(data_dir, mra_ingest_format=fmt)
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     for ev in g.events.values():
         low = ev["rewritten"].lower()
@@ -97,9 +110,10 @@ def test_cues_are_verbatim_and_speaker_is_always_a_cue(data_dir: str) -> None:
     assert "D1:1-1" in [e for ids in pixel["tags"].values() for e in ids]
 
 
-def test_malformed_replies_fall_back(data_dir: str) -> None:
+@ALL_FORMATS
+def test_malformed_replies_fall_back(data_dir: str, fmt: str) -> None:
     model = ScriptedChatModel(default="this is not json at all")
-    _, report = ingest(data_dir, model=model)
+    _, report = ingest(data_dir, model=model, mra_ingest_format=fmt)
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     assert len(g.events) == sum(len(s) for s in SESSIONS)  # one raw sentence per turn
     assert all(ev["tag"] == "Other" and ev["topics"] == [] for ev in g.events.values())
@@ -110,7 +124,7 @@ def test_malformed_replies_fall_back(data_dir: str) -> None:
     assert any("cue extraction failed" in f for f in report.fallbacks)
     # failures are cached too: a re-ingest makes no call
     n = len(model.calls)
-    ingest(data_dir, model=model)
+    ingest(data_dir, model=model, mra_ingest_format=fmt)
     assert len(model.calls) == n
 
 
@@ -127,10 +141,11 @@ def test_incremental_sessions_extend_the_graph(data_dir: str) -> None:
     assert "Ann" in g2.persona and "Bob" in g2.persona
 
 
-def test_times_tags_topics_and_timeline(data_dir: str) -> None:
+@ALL_FORMATS
+def test_times_tags_topics_and_timeline(data_dir: str, fmt: str) -> None:
     model = ingest_model(time_for=lambda tid: "2023-05-10" if tid == "D1:1" else "not a date",
                          tag_for=lambda tid, text: "")
-    ingest(data_dir, model=model)
+    ingest(data_dir, model=model, mra_ingest_format=fmt)
     g = CueTagGraph.load(open_workspace(data_dir), "ns")
     assert g.events["D1:1-1"]["time"] == "2023-05-10"
     assert g.events["D1:2-1"]["time"] == "2023-05-01"  # unparsable time → the session date
