@@ -35,7 +35,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PHASES: dict[str, dict[str, Any]] = {
     "before": {"env": {"RECOLLECT_LOCAL_RUNTIME": "llama-cpp-python", "RECOLLECT_LOCAL_CPU_FLAGS": "avx2"},
-               "settings": ["mra_ingest_format=json", "mg_ingest_format=json"]},
+               "settings": ["mra_ingest_format=json", "mg_ingest_format=json",
+                            # MGRetrieval's rounds as they were (issue 11 changed them; the spec's values)
+                            "mg_assess_grounding=false", "mg_dense_fill=0", "mg_exhausted_fallback=stop",
+                            "mg_keep_critical_when_none=false", "mg_rewrite_keep_draft=false"]},
     "after": {"env": {}, "settings": []},
 }
 BUILDERS = ("hymem", "mragent", "mgretrieval")
@@ -176,8 +179,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"Made by `{rep['command']}` on {rep['date']}, {rep['machine']['cores']} cores ({rep['machine']['cpu']}).",
         f"Slice: {rep['slice']['conversation']}, first {rep['slice']['sessions']} session(s), "
         f"{rep['slice']['questions']} question(s) of categories 1/2/4, every graph; no judge.", "",
-        "- **before**: llama-cpp-python 0.3.36 compiled with AVX2, ingestion formats `json` "
-        "(`mra_ingest_format=json`, `mg_ingest_format=json`)",
+        "- **before**: llama-cpp-python 0.3.36 compiled with AVX2, and the settings that restore the old code "
+        "paths: " + ", ".join(f"`{kv}`" for kv in rep["phases"]["before"]["settings"]),
         "- **after**: the defaults: xllamacpp (llama.cpp's C++ server, prebuilt wheel) with its prompt cache, "
         "compact ingestion formats", "",
         "## The server's limits", "",
