@@ -108,7 +108,10 @@ def usage_fields(usage: dict[str, Any]) -> dict[str, Any]:
 
 def report_identity(script: str, ctx: Any, args: argparse.Namespace, ws: Workspace, conv: Conversation,
                     questions: list[Question], settings: Iterable[str]) -> dict[str, Any]:
-    """The report fields every cost script shares: command, model, embedder, slice and settings."""
+    """The report fields every cost script shares: command, model, embedder, slice and settings
+    (the script's `settings`, then any other setting a `--set` changed)."""
+    settings = list(settings)
+    settings += [k for k in getattr(args, "overrides", {}) if k not in settings]
     return {
         "command": command_line(script),
         "model": model_label(ctx, args.scripted),
@@ -143,8 +146,48 @@ def add_run_args(p: argparse.ArgumentParser, namespace: str, report: str) -> Non
     p.add_argument("--data-dir", default=None, help="workspace directory (default: a fresh temporary one)")
     p.add_argument("--structured-method", default=None)
     p.add_argument("--scripted", action="store_true", help="fake model: checks the plumbing, measures nothing")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a runtime setting as `recollect --set` does (e.g. mg_ingest_format=json); "
+                        "it is recorded in the report's settings")
     p.add_argument("--out", default=str(REPORTS / report),
                    help="output path without extension (.json and .md are written)")
+
+
+def setting_overrides(p: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
+    """The `--set KEY=VALUE` pairs as Context overrides (values parsed as JSON when they can be, as the
+    CLI's `--set`); an unknown setting or a bad value is an argument error before any work is done."""
+    from app.cli import CLIError, _parse_sets
+    from app.config import Context, ContextError
+
+    try:
+        overrides = _parse_sets(pairs)
+        if "data_dir" in overrides:
+            raise CLIError("--set: use --data-dir for the workspace directory")
+        Context().with_overrides(**overrides)  # Context checks every value (type, range, choices)
+    except (CLIError, ContextError) as e:
+        p.error(str(e))
+    return overrides
+
+
+def script_context(args: argparse.Namespace, data_dir: str, scripted_model: Any, **flags: Any) -> Any:
+    """The run's Context: `scripted_model()` as the model with `--scripted` (else the configured one),
+    then the script's own flags that were given (`None` = not given; `--structured-method` included),
+    then every `--set`."""
+    from app.config import Context
+
+    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
+    flags = {"structured_method": args.structured_method, **flags}
+    overrides = {k: v for k, v in flags.items() if v is not None} | getattr(args, "overrides", {})
+    return ctx.with_overrides(**overrides) if overrides else ctx
+
+
+def check_scripted_ingestion(args: argparse.Namespace, build: Any) -> None:
+    """Stop a `--scripted` run whose ingestion fell back. The fake model answers every ingestion call in
+    the format the prompt and schema ask for, so a fallback means the fake and the builder no longer
+    agree (a reply format changed) and the run would check rule-based fallbacks instead of the plumbing."""
+    if args.scripted and build.fallbacks:
+        raise SystemExit(f"scripted run: ingestion fell back {len(build.fallbacks)} time(s); the fake model's "
+                         "replies no longer fit the builder: " + "; ".join(f[:160] for f in build.fallbacks[:3]))
 
 
 def write_report(out: str | Path, report: dict[str, Any], markdown: str) -> None:
@@ -195,5 +238,6 @@ def cost_script_main(
     if extra_args is not None:
         extra_args(p)
     args = p.parse_args()
+    args.overrides = setting_overrides(p, args.set)
     rep = run(args)
     write_report(args.out, rep, markdown(rep))

@@ -32,6 +32,7 @@ from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
     question_row,
     report_head,
     report_identity,
+    script_context,
     usage_fields,
 )
 
@@ -56,14 +57,12 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.config import Context
     from app.ingest.pipeline import ingest_conversation
     from app.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "hymem-cost-", args.scripted)
-    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
-    ctx = ctx.with_overrides(structured_method=args.structured_method) if args.structured_method else ctx
+    ctx = script_context(args, data_dir, scripted_model)
 
     t0 = time.monotonic()
     reports = ingest_conversation(conv, args.namespace, ctx, methods=["hymem"], ws=ws)

@@ -6,10 +6,13 @@ The LoCoMo file is read at run time from `--data` (CC BY-NC; never copied into t
 
     python benchmarks/mgretrieval_cost.py --data /work/shared/data/locomo/locomo_dev.json        # real model
     python benchmarks/mgretrieval_cost.py --data ... --scripted --out /tmp/mg_cost               # plumbing check
+    python benchmarks/mgretrieval_cost.py --data ... --set mg_ingest_format=json --out /tmp/mg_json  # the old format
 
 The real model comes from the usual settings (`RECOLLECT_LLM_BASE_URL`, …; the aux model from
-`RECOLLECT_AUX_LLM_*`, defaulting to the main endpoint). `--scripted` uses a fake model (echoing
-keywords, never sufficient) to prove the script works offline; its numbers are not a measurement.
+`RECOLLECT_AUX_LLM_*`, defaulting to the main endpoint). `--set KEY=VALUE` overrides any runtime
+setting; the report's settings include `mg_ingest_format`, so a compact and a json run can be compared.
+`--scripted` uses a fake model (echoing keywords in the reply format asked for, never sufficient) to
+prove the script works offline; it stops if ingestion falls back. Its numbers are not a measurement.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    check_scripted_ingestion,
     cost_script_main,
     load_slice,
     make_workspace,
@@ -33,6 +37,7 @@ from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
     question_row,
     report_head,
     report_identity,
+    script_context,
 )
 
 # Table 3 and §4.2 of the paper (main LLM Qwen2.5-14B; auxiliary GPT-4o-mini).
@@ -47,22 +52,38 @@ PAPER = {
     "memr3_calls_per_question": 3.27,
     "memr3_tokens_per_question": 5169,
 }
-_LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
-_PAIR = re.compile(r"^\d+\. (.+?) -> ", re.M)
+# A turn line of p_s1: `[D1:3] Ann: text` (json format) or `[3] Ann: text` (compact: its number in the batch).
+_LINE = re.compile(r"^\[(D\d+:\d+|\d+)\] ([^:\n]+): (.*)$", re.M)
+# A candidate line of p_s2: `1. hiking -> hike | trail` (json) or `1. hiking -> 1) hike, 2) trail` (compact).
+_PAIR = re.compile(r"^(\d+)\. (.+?) -> ", re.M)
 _CAND = re.compile(r"^\d+\. (.+)$", re.M)
 _WORD = re.compile(r"[A-Za-z]{5,}")
+
+
+def _keywords(speaker: str, text: str) -> list[str]:
+    """The fake K_i of a turn: its first long words that are usable keywords, else its speaker's name
+    (a real model names someone too), so K_i is never empty and the builder never falls back."""
+    from app.ingest.mgretrieval import normalise_keyword, usable_keyword
+
+    return ([w for w in _WORD.findall(text) if usable_keyword(normalise_keyword(w))] or [speaker])[:4]
 
 
 def scripted_model() -> Any:
     from app.llm.scripted import ScriptedChatModel
 
     def reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
-        props = set(kwargs["response_format"]["schema"].get("properties", {}))
+        schema = kwargs["response_format"]["schema"]
+        props = set(schema.get("properties", {}))
         text = "\n".join(str(m.content) for m in messages)
+        # Ingestion answers in the format asked for (mg_ingest_format): the compact schemas are titled.
+        if schema.get("title") == "MGKeywords":  # {turn number: "kw, kw"}
+            return {n: ", ".join(_keywords(sp, t)) for n, sp, t in _LINE.findall(text)}
         if "turns" in props:
-            return {"turns": [{"id": i, "keywords": _WORD.findall(t)[:4]} for i, _, t in _LINE.findall(text)]}
+            return {"turns": [{"id": i, "keywords": _keywords(sp, t)} for i, sp, t in _LINE.findall(text)]}
+        if schema.get("title") == "MGMatches":  # {candidate number: entry number}, 0 = new
+            return {n: 0 for n, _ in _PAIR.findall(text)}
         if "matches" in props:
-            return {"matches": [{"keyword": k, "entry": None} for k in _PAIR.findall(text)]}
+            return {"matches": [{"keyword": k, "entry": None} for _, k in _PAIR.findall(text)]}
         if "keywords" in props:
             return {"keywords": _CAND.findall(text.split("Candidate keywords:")[1])[:4]}
         if "sufficient" in props:
@@ -77,20 +98,19 @@ def _tokens(u: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.config import Context
     from app.ingest.mgretrieval import KeywordVocabulary, session_records
     from app.ingest.pipeline import ingest_conversation
     from app.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "mg-cost-", args.scripted)
-    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
-    ctx = ctx.with_overrides(structured_method=args.structured_method) if args.structured_method else ctx
+    ctx = script_context(args, data_dir, scripted_model)
 
     t0 = time.monotonic()
     reports = ingest_conversation(conv, args.namespace, ctx, methods=["mgretrieval"], ws=ws)
     ingest_s = time.monotonic() - t0
     build = reports[-1]
+    check_scripted_ingestion(args, build)
     t1 = time.monotonic()
     again = ingest_conversation(conv, args.namespace, ctx, methods=["mgretrieval"], ws=ws)[-1]
     reingest_s = time.monotonic() - t1
@@ -143,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **report_identity("mgretrieval_cost.py", ctx, args, ws, conv, questions,
                           ("mg_depth", "mg_max_rounds", "mg_max_new_per_round", "mg_max_critical",
                            "mg_keywords_per_memory", "mg_match_shortlist", "mg_match_min_sim",
-                           "mg_select_candidates", "max_prompt_tokens", "structured_method")),
+                           "mg_select_candidates", "mg_ingest_format", "max_prompt_tokens", "structured_method")),
         "aux_model": model_label(ctx, args.scripted, role="aux"),
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,

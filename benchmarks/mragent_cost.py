@@ -6,9 +6,13 @@ The LoCoMo file is read at run time from `--data` (CC BY-NC; never copied into t
 
     python benchmarks/mragent_cost.py --data /work/shared/data/locomo/locomo_dev.json          # real model
     python benchmarks/mragent_cost.py --data ... --scripted --out /tmp/mragent_cost             # plumbing check
+    python benchmarks/mragent_cost.py --data ... --set mra_ingest_format=json --out /tmp/mra_json  # the spec's format
 
-The real model comes from the usual settings (`RECOLLECT_LLM_BASE_URL`, …). `--scripted` uses a fake
-model (one tool round, then an answer) to prove the script works offline; its numbers measure nothing.
+The real model comes from the usual settings (`RECOLLECT_LLM_BASE_URL`, …). `--set KEY=VALUE` overrides
+any runtime setting; the report's settings include `mra_ingest_format` (compact, compact_merged or json),
+so runs in each ingestion format can be compared. `--scripted` uses a fake model (ingestion replies in
+the format asked for, scripted question-time replies) to prove the script works offline; it stops if
+ingestion falls back. Its numbers measure nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
+    check_scripted_ingestion,
     cost_script_main,
     load_slice,
     make_workspace,
@@ -31,6 +36,7 @@ from benchmarks.devslice import (  # noqa: E402  (needs ROOT on sys.path)
     question_row,
     report_head,
     report_identity,
+    script_context,
     usage_fields,
 )
 
@@ -39,8 +45,15 @@ PAPER = {"tokens_per_sample_longmemeval_s": 118_000, "seconds_per_sample_longmem
          "note": "includes memory construction; no per-question LoCoMo figures are reported"}
 SPEC_ESTIMATE = {"ingest_calls_per_session": 2, "ingest_tokens_per_session": 4500,
                  "question_calls": "4-7 (worst ~12)", "question_tokens": "12-25k (worst ~35k)"}
-_TURN = re.compile(r"^(D\d+:\d+) \| ([^:\n]+): (.*)$", re.M)
-_SENT = re.compile(r"^(D\d+:\d+-\d+) \| (.*)$", re.M)
+# Call A's turn lines, `D1:3 | Ann: text` (json) or `3 | Ann: text` (compact: the turn's number), and
+# call B's sentence lines, `D1:3-1 | text` (json) or `1 | text` (compact: the sentence's number).
+_TURN = re.compile(r"^(D\d+:\d+|\d+) \| ([^:\n]+): (.*)$", re.M)
+_SENT = re.compile(r"^(D\d+:\d+-\d+|\d+) \| (.*)$", re.M)
+
+
+def _cues(text: str) -> list[str]:
+    """The fake cues of a sentence: its first long words, else its first words (copied verbatim, never none)."""
+    return (re.findall(r"[A-Za-z]{5,}", text) or re.findall(r"\w+", text))[:5]
 
 
 def scripted_model() -> Any:
@@ -48,13 +61,21 @@ def scripted_model() -> Any:
 
     def reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
         text = str(messages[0].content)
+        # Ingestion answers in the format asked for (mra_ingest_format): the compact schemas are titled.
+        title = ((kwargs.get("response_format") or {}).get("schema") or {}).get("title")
+        if title in ("RewriteCompact", "RewriteMerged"):  # [turn number, sentence, tag, [topics], date(, cues)]
+            merged = title == "RewriteMerged"
+            return {"topics": ["chat"], "facts": [],
+                    "sentences": [[int(n), f"{s}: {t}", "chat", [1], "", *([_cues(t)] if merged else [])]
+                                  for n, s, t in _TURN.findall(text)]}
+        if title == "CuesCompact":  # [sentence number, cue, ...]
+            return {"cues": [[n, *_cues(t)] for n, t in _SENT.findall(text)]}
         if text.startswith("Rewrite this conversation"):
             return {"conversation_time": "", "topics": {"t1": "chat"}, "personal_facts": [],
                     "sentences": [{"origin": i, "text": f"{s}: {t}", "tag": "chat", "topics": ["t1"], "time": ""}
                                   for i, s, t in _TURN.findall(text)]}
         if text.startswith("For each sentence"):
-            return {"sentences": [{"id": i, "cues": [w for w in re.findall(r"[A-Za-z]{5,}", t)][:5]}
-                                  for i, t in _SENT.findall(text)]}
+            return {"sentences": [{"id": i, "cues": _cues(t)} for i, t in _SENT.findall(text)]}
         if text.startswith("Extract search cues"):
             q = text.split("Question:", 1)[1].splitlines()[0]
             return {"time_window": "", "cues": [{"cue": w, "alternatives": []} for w in re.findall(r"[A-Za-z]{5,}", q)[:3]]}
@@ -74,21 +95,17 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.config import Context
     from app.ingest.pipeline import ingest_conversation
     from graphs.mragent import graph, recursion_limit
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "mragent-cost-", args.scripted)
-    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
-    if args.structured_method:
-        ctx = ctx.with_overrides(structured_method=args.structured_method)
-    if args.max_rounds:
-        ctx = ctx.with_overrides(mra_max_rounds=args.max_rounds)
+    ctx = script_context(args, data_dir, scripted_model, mra_max_rounds=args.max_rounds or None)
 
     t0 = time.monotonic()
     build = ingest_conversation(conv, args.namespace, ctx, methods=["mragent"], ws=ws)[-1]
     ingest_s = time.monotonic() - t0
+    check_scripted_ingestion(args, build)
     t1 = time.monotonic()
     again = ingest_conversation(conv, args.namespace, ctx, methods=["mragent"], ws=ws)[-1]
     reingest_s = time.monotonic() - t1
@@ -112,7 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **report_identity("mragent_cost.py", ctx, args, ws, conv, questions,
                           ("mra_max_rounds", "mra_max_calls_per_round", "mra_max_calls_total", "mra_preselect",
-                           "mra_tool_protocol", "mra_ingest_window_tokens", "max_prompt_tokens",
+                           "mra_tool_protocol", "mra_ingest_window_tokens", "mra_ingest_format", "max_prompt_tokens",
                            "structured_method")),
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,

@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 
 from app.config import Context
-from app.ingest.mgretrieval import KeywordPyramid
+from app.ingest.mgretrieval import KeywordPyramid, KeywordVocabulary
 from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
+from app.memory.workspace import open_workspace
 from graphs.common import NO_INFO
 from graphs.mgretrieval import graph
 from tests.unit.helpers import make_conversation, run_graph
-from tests.unit.test_mgretrieval_ingest import FakeAux, schema_props
+from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
 
 TEXTS = [
     "alpha note about apples bananas cherries",
@@ -58,9 +59,7 @@ ID = re.compile(r"\[(D\d+:\d+)\]")
 
 @pytest.fixture
 def data(data_dir: str) -> str:
-    conv = make_conversation([[("Ann", t) for t in TEXTS]])
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=FakeAux(KW).model, mg_match_min_sim=0.99),
-                        methods=["mgretrieval"])
+    ingest_scripted(data_dir, [[("Ann", t) for t in TEXTS]], FakeAux(KW), mg_match_min_sim=0.99)
     return data_dir
 
 
@@ -119,9 +118,7 @@ def test_invented_keywords_are_discarded_and_q_is_cut_to_depth(data: str) -> Non
 
 
 def test_candidates_put_question_ngrams_first(data_dir: str) -> None:
-    conv = make_conversation([[("Ann", t) for t in TEXTS]])
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=FakeAux(KW).model, mg_match_min_sim=0.99),
-                        methods=["mgretrieval"])
+    ingest_scripted(data_dir, [[("Ann", t) for t in TEXTS]], FakeAux(KW), mg_match_min_sim=0.99)
     aux = aux_model(["grape"])
     ctx = Context(data_dir=data_dir, chat_model=main_model(True), aux_chat_model=aux)
     out, _ = run_graph(graph, ctx, "ns", "Did Ann like the grape or the fig?")
@@ -268,10 +265,9 @@ def test_malformed_assess_keeps_previous_answer_and_unions_memories(data: str) -
 
 
 def test_group_of_35_shows_20_and_the_rest_come_later(data_dir: str) -> None:
-    conv = make_conversation([[("Ann", f"entry number {i} about xylophones") for i in range(1, 36)]])
     kws = {f"D1:{i}": ["xylophone", "yodel"] for i in range(1, 36)}
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=FakeAux(kws).model, mg_match_min_sim=0.99),
-                        methods=["mgretrieval"])
+    ingest_scripted(data_dir, [[("Ann", f"entry number {i} about xylophones") for i in range(1, 36)]], FakeAux(kws),
+                    mg_match_min_sim=0.99)
     main = main_model(False)
     out, state, _ = ask(data_dir, ["xylophone", "yodel"], main)
     r1, r2 = recs(out["trace"], "retrieve_round")[:2]
@@ -356,29 +352,23 @@ def test_trace_is_readable_and_streamed(data: str) -> None:
 
 def test_answer_without_critical_ids_keeps_the_memories_that_contain_it(data_dir: str) -> None:
     """Our addition: an empty critical_ids list with an answer grounds H in the shown memories."""
-    from app.config import Context
-    from app.ingest.pipeline import ingest_conversation
-    from app.llm.scripted import scripted
-    from graphs.mgretrieval import graph
-    from tests.unit.helpers import make_conversation, run_graph
 
-    conv = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]])
-
-    def reply(msgs, kw):  # noqa: ANN001, ANN202
-        props = set(kw["response_format"]["schema"].get("properties", {}))
-        if "turns" in props:
-            return {"turns": [{"id": "D1:1", "keywords": ["cat"]}, {"id": "D1:2", "keywords": ["dog"]}]}
-        if "matches" in props:
-            return {"matches": []}
+    def question_time(msgs: list[Any], kw: dict[str, Any]) -> Any:
+        props = schema_props(kw)
         if "keywords" in props:
             return {"keywords": ["cat"]}
         if "sufficient" in props:
             return {"answer": "Pixel", "sufficient": True, "critical_ids": []}
         return {"answer": "Pixel"}
 
-    ctx = Context(data_dir=data_dir, chat_model=scripted(default=reply))
-    ingest_conversation(conv, "ns", ctx, methods=["mgretrieval"])
-    out, _ = run_graph(graph, ctx, "ns", "What is Ann's cat called?")
+    # One model for ingestion (K_i scripted, answered in the format the schema asks for) and the question.
+    model = FakeAux({"D1:1": ["cat"], "D1:2": ["dog"]}, other=question_time)
+    ingest_scripted(data_dir, [[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]], model)
+    vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
+    # V and Φ come from the scripted keywords, plus the speakers ingestion always adds (the fallback
+    # extractor would also have indexed "pixel", "called", …).
+    assert vocab.entries == ["cat", "ann", "dog", "bob"] and vocab.memories("cat") == ["D1:1"]
+    out, _ = run_graph(graph, Context(data_dir=data_dir, chat_model=model.model), "ns", "What is Ann's cat called?")
     assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
     assess = next(r for r in out["trace"] if r["node"] == "assess")
     assert assess["critical_from"].startswith("memories containing the answer")

@@ -28,7 +28,8 @@ from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
 from app.memory.workspace import open_workspace
 from tests.unit.helpers import make_conversation
-from tests.unit.test_mgretrieval_ingest import KEYWORDS, SESSIONS, FakeAux, call_kind, schema_of
+from tests.unit.mgretrieval_fakes import FakeAux, call_kind, schema_of
+from tests.unit.test_mgretrieval_ingest import KEYWORDS, SESSIONS
 
 # Every keyword of a later session is shortlisted against all of V, so matches do not depend on the
 # test embedder's similarities.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
 from app.memory.workspace import open_workspace
 from tests.unit.helpers import make_conversation
+from tests.unit.mgretrieval_fakes import FakeAux
 
 SESSIONS = [
     [("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob", "I bought a red kayak")],
@@ -36,76 +36,6 @@ KEYWORDS: dict[str, list[str]] = {
     "D3:1": ["hike", "next week"],
     "D3:2": ["old kayak", "kayak"],
 }
-ID_LINE = re.compile(r"^\[(D\d+:\d+)\]", re.M)
-PAIR = re.compile(r"^\d+\. (.+?) -> (.+)$", re.M)
-# The compact format numbers turns and shortlist entries in the prompt.
-NUMBERED_TURN = re.compile(r"^\[(\d+)\] ", re.M)
-SESSION_OF_DATE = re.compile(r"on (\d+) May, 2023")  # make_conversation dates session s "… on s May, 2023"
-NUMBERED_ENTRY = re.compile(r"(\d+)\) ([^,]+)")
-
-
-def schema_of(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return (kwargs.get("response_format") or {}).get("schema", {})
-
-
-def schema_props(kwargs: dict[str, Any]) -> set[str]:
-    return set(schema_of(kwargs).get("properties", {}))
-
-
-def call_kind(kwargs: dict[str, Any]) -> str:
-    """`turns` for p_s1 and `matches` for p_s2, in either format (compact schemas are titled)."""
-    schema = schema_of(kwargs)
-    title = schema.get("title")
-    if title == "MGKeywords" or "turns" in schema.get("properties", {}):
-        return "turns"
-    if title == "MGMatches" or "matches" in schema.get("properties", {}):
-        return "matches"
-    return "?"
-
-
-class FakeAux:
-    """Replies by call kind: extraction from KEYWORDS, matching from `matches` (keyword → entry).
-
-    It answers in the format the request's schema asks for, so the same script drives both
-    `mg_ingest_format`s; `shape="json"` always answers in the keyed json shape (a model ignoring the
-    compact instruction). A compact turn number is mapped back to its id through the session date
-    (make_conversation's `D<s>:<k>` ids, one extraction batch per session).
-    """
-
-    def __init__(self, keywords: dict[str, list[str]], matches: dict[str, str | None] | None = None,
-                 shape: str = "auto") -> None:
-        self.keywords = keywords
-        self.matches = matches or {}
-        self.shape = shape
-        self.model = ScriptedChatModel(default=self.reply)
-
-    def reply(self, messages: list[Any], kwargs: dict[str, Any]) -> Any:
-        text = "\n".join(str(m.content) for m in messages)
-        kind = call_kind(kwargs)
-        compact = schema_of(kwargs).get("title") in ("MGKeywords", "MGMatches") and self.shape != "json"
-        if kind == "turns":
-            ids = ID_LINE.findall(text)
-            if not ids:  # the compact prompt: [1], [2], … under the session date
-                session = SESSION_OF_DATE.search(text).group(1)  # type: ignore[union-attr]
-                ids = [f"D{session}:{n}" for n in NUMBERED_TURN.findall(text)]
-            if compact:
-                return {str(n): ", ".join(self.keywords.get(t, [])) for n, t in enumerate(ids, 1)}
-            return {"turns": [{"id": t, "keywords": self.keywords.get(t, [])} for t in ids]}
-        if kind == "matches":
-            pairs = PAIR.findall(text)
-            if compact:
-                out = {}
-                for n, (kw, listing) in enumerate(pairs, 1):
-                    entries = [e.strip() for _, e in NUMBERED_ENTRY.findall(listing)]
-                    want = self.matches.get(kw)
-                    # An entry outside the shortlist can only be named by a number out of range.
-                    out[str(n)] = 0 if want is None else (entries.index(want) + 1 if want in entries else len(entries) + 1)
-                return out
-            return {"matches": [{"keyword": k, "entry": self.matches.get(k)} for k, _ in pairs]}
-        raise AssertionError(f"unexpected call: {schema_props(kwargs)}")
-
-    def count(self, prop: str) -> int:
-        return sum(1 for c in self.model.calls if call_kind(c["kwargs"]) == prop)
 
 
 def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> Context:

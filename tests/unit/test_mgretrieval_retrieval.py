@@ -17,23 +17,20 @@ import numpy as np
 import pytest
 
 from app.config import Context
-from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import ScriptedChatModel
 from app.memory.workspace import open_workspace
 from graphs.common import NO_INFO
 from graphs.mgretrieval import graph, round_kinds
-from tests.unit.helpers import make_conversation, run_graph
+from tests.unit.helpers import run_graph
+from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
 from tests.unit.test_mgretrieval import ID, KW, SPEC, TEXTS, aux_model, recs
-from tests.unit.test_mgretrieval_ingest import FakeAux, schema_props
 
 Q = "What did Ann say about fruit?"
 
 
 @pytest.fixture
 def data(data_dir: str) -> str:
-    conv = make_conversation([[("Ann", t) for t in TEXTS]])
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=FakeAux(KW).model, mg_match_min_sim=0.99),
-                        methods=["mgretrieval"])
+    ingest_scripted(data_dir, [[("Ann", t) for t in TEXTS]], FakeAux(KW), mg_match_min_sim=0.99)
     return data_dir
 
 

@@ -14,20 +14,17 @@ import pytest
 
 from app.config import Context
 from app.eval.report import _keyword_round_lines, summarize_method
-from app.ingest.pipeline import ingest_conversation
 from graphs.mgretrieval import graph, round_kinds
-from tests.unit.helpers import make_conversation, run_graph
+from tests.unit.helpers import run_graph
+from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted
 from tests.unit.test_mgretrieval import KW, SPEC, TEXTS, aux_model, main_model, recs
-from tests.unit.test_mgretrieval_ingest import FakeAux
 
 Q = "What did Ann say about apples?"
 
 
 @pytest.fixture
 def ann_data(data_dir: str) -> str:
-    conv = make_conversation([[("Ann", t) for t in TEXTS]])
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=FakeAux(KW).model, mg_match_min_sim=0.99),
-                        methods=["mgretrieval"])
+    ingest_scripted(data_dir, [[("Ann", t) for t in TEXTS]], FakeAux(KW), mg_match_min_sim=0.99)
     return data_dir
 
 
