@@ -321,6 +321,18 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         supports = grounded_supports(ctx, state["namespace"], text, shown_turns)
         if supports:
             note["supports_from"] = "shown turns containing the answer text"
+    if not supports and text and text != NO_INFO and g is not None:
+        # Still none: a shown event sentence (the rewritten text the model read) containing the answer
+        # names its turn. Only events in `visible`, so no unseen turn is ever cited.
+        needle = " ".join(text.lower().split()).strip(" .")
+        for eid in visible:
+            ev = g.events.get(eid)
+            tid = turn_of(eid)
+            if ev and tid and tid in g.turns and tid not in supports and len(needle) >= 3 \
+                    and needle in " ".join(str(ev.get("text", "")).lower().split()):
+                supports.append(tid)
+        if supports:
+            note["supports_from"] = "shown event sentences containing the answer text"
     crit = []
     for tid in supports:
         turn = g.turns[tid]

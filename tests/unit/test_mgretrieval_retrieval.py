@@ -234,3 +234,11 @@ def test_rewrite_of_a_no_information_draft_is_left_alone(data: str) -> None:
     main = Main([{"answer": NO_INFO, "sufficient": False, "critical_ids": ["D1:2"]}], final=NO_INFO)
     out, _ = ask(data, main, ["apple", "banana"], mg_max_rounds=1)
     assert out["answer"] == NO_INFO and "fallback_rule" not in recs(out["trace"], "rewrite")[0]
+
+
+def test_an_answer_made_of_the_question_words_is_an_echo() -> None:
+    from graphs.mgretrieval import _echoes
+
+    question = "What is the name of the dog Maya adopted?"
+    assert _echoes("Maya", question) and _echoes("the dog", question)
+    assert not _echoes("Biscuit", question) and not _echoes("", question)
