@@ -15,6 +15,7 @@ per-question call caps. `tools` runs the registry in app.mragent.tools. See spec
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage
@@ -264,12 +265,17 @@ def after_tools(state: MemoryState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
+_LEADING_ID = re.compile(r"^\[?(D\d+:\d+(?:-\d+)?)\]?(?=$|[\s:|,)\]])")
+
+
 def map_supports(cited: list[str], visible: list[str], g: CueTagGraph | None = None) -> list[str]:
     """Cited ids → turn ids (sentence → its turn; topic ids dropped), kept only if shown."""
     vis = set(visible)
     out: list[str] = []
     for ident in cited:
-        tid = turn_of(str(ident))
+        # A small model often cites the whole line it read ("D1:1: Maya: …" or "[D1:1] …"): its leading id.
+        lead = _LEADING_ID.match(str(ident).strip())
+        tid = turn_of(lead[1] if lead else str(ident))
         if tid is None or tid not in vis or (g is not None and tid not in g.turns):
             continue
         if tid not in out:

@@ -361,3 +361,11 @@ def test_max_rounds_one_goes_straight_to_the_forced_answer(base: Context) -> Non
     qm = QuestionModel()
     state, _ = run(q(base, qm, mra_max_rounds=1))
     assert qm.kinds == ["cues", "final"] and state["answer"] == "Pixel"
+
+
+def test_a_cited_line_counts_for_its_leading_id() -> None:
+    from graphs.mragent import map_supports
+
+    visible = ["D1:1", "D1:3"]
+    cited = ["D1:1: Maya: I adopted a dog called Biscuit. (2024-03-04)", "[D1:3-1] Maya walks Biscuit", "D1:12x"]
+    assert map_supports(cited, visible) == ["D1:1", "D1:3"]
