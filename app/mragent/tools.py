@@ -214,6 +214,15 @@ def query_tag_events(args: TagEventsArgs, tc: ToolContext) -> ToolResult:
         if tag is not None:
             events.extend(e for e in g.cues[norm]["tags"][tag] if e not in events)
     if not events:
+        # A small model often passes a second cue as the tag ("Maya", "dog"): when the "tag" is itself a
+        # cue, the events carrying both cues answer what it asked for.
+        other = g.find_cues(args.tag, tc.cfg.mra_jaccard, exact=True)
+        if other:
+            mine = {e for norm in norms for e in g.cue_events(norm)}
+            both = [e for norm in other for e in g.cue_events(norm) if e in mine]
+            if both:
+                return _events_listing(tc, list(dict.fromkeys(both)),
+                                       f"'{args.tag}' is a cue, not a tag of '{args.cue}': events with both cues:")
         tags = ", ".join(dict.fromkeys(tags_seen)) or "none"
         return _error(f"cue '{args.cue}' has no tag '{args.tag}' (its tags: {tags})")
     return _events_listing(tc, events, f"events for cue '{args.cue}' via tag '{args.tag}':")

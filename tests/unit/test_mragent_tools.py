@@ -119,3 +119,20 @@ def test_tag_and_topic_events_are_capped_and_ranked(data_dir: str) -> None:
         ranked = [g.events[e]["origin"] for e in g.rank_events(list(g.events), question)]
         assert res.shown_turns == ranked[:20]
         assert res.shown_turns[0] == "D1:17"
+
+
+def test_a_second_cue_given_as_the_tag_lists_events_with_both_cues(graph: CueTagGraph) -> None:
+    # Pick two cues that share an event, the second not being a tag of the first.
+    first, second, shared = None, None, None
+    for a in graph.cues:
+        for b in graph.cues:
+            common = set(graph.cue_events(a)) & set(graph.cue_events(b))
+            if a != b and common and graph.tag_of(a, b) is None:
+                first, second, shared = a, b, common
+                break
+        if first:
+            break
+    assert first and second
+    res = execute("query_tag_events", {"cue": first.replace("_", " "), "tag": second.replace("_", " ")}, tc(graph))
+    assert res.error is None and "events with both cues" in res.text
+    assert {graph.events[e]["origin"] for e in shared} & set(res.shown_turns + res.already_shown)
