@@ -105,14 +105,13 @@ def grounded_supports(ctx: Context, namespace: str, answer: str, candidates: Ite
     Small models often answer correctly but forget the ids; a verbatim match in a turn that was
     actually shown is evidence the answer rests on, and it never adds an unseen turn.
     """
-    needle = " ".join((answer or "").lower().split()).strip(" .")
-    if len(needle) < 3 or needle == NO_INFO.lower() or ctx.retriever is not None:
+    if _needle(answer) == NO_INFO.lower() or ctx.retriever is not None:
         return []
     turns = workspace(ctx).turns(namespace)
     out = []
     for tid in candidates:
         turn = turns.get(tid)
-        if turn is not None and needle in " ".join(turn.full_text.lower().split()):
+        if turn is not None and contains_answer(answer, turn.full_text):
             out.append(tid)
             if len(out) >= limit:
                 break
@@ -126,6 +125,22 @@ _COMMON = frozenset({
     "their", "has", "had", "have", "not", "are", "about", "after", "before", "into", "also", "then", "than",
     "did", "does", "when", "where", "who", "what",
 })
+
+
+def _needle(answer: str) -> str:
+    return " ".join((answer or "").lower().split()).strip(" .")
+
+
+def contains_answer(answer: str, text: str) -> bool:
+    """The answer (3+ characters, case and spacing ignored) occurs verbatim in the text."""
+    needle = _needle(answer)
+    return len(needle) >= 3 and needle in " ".join((text or "").lower().split())
+
+
+def echoes_question(answer: str, question: str) -> bool:
+    """Every word of the answer is a word of the question: an echo, not an answer."""
+    words = set(_WORD.findall((answer or "").lower()))
+    return bool(words) and words <= set(_WORD.findall(question.lower()))
 
 
 def grounded_in(text: str, sources: Iterable[str]) -> bool:

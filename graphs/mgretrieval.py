@@ -21,7 +21,6 @@ prompt. See specs/methods/mgretrieval.md and docs/mgretrieval.md.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 import numpy as np
@@ -51,6 +50,7 @@ from app.trace import emit
 from graphs.common import (
     NO_INFO,
     TURN_ID,
+    echoes_question,
     grounded_in,
     grounded_supports,
     is_no_info,
@@ -507,8 +507,8 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         # "no information".
         note = {"fallback_rule": "the rewrite dropped the draft's answer: draft answer unchanged", "rewrite_reply": final}
         final = ""
-    elif final and ctx.mg_rewrite_keep_draft and _echoes(final, state["question"]) and draft \
-            and not is_no_info(draft) and not _echoes(draft, state["question"]):
+    elif final and ctx.mg_rewrite_keep_draft and echoes_question(final, state["question"]) and draft \
+            and not is_no_info(draft) and not echoes_question(draft, state["question"]):
         # Same guard: a rewrite made only of the question's own words ("Maya" for "What is the name of
         # the dog Maya adopted?") replaces an answer with an echo; the draft stays.
         note = {"fallback_rule": "the rewrite only echoed the question: draft answer unchanged", "rewrite_reply": final}
@@ -522,12 +522,6 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         "trace": emit("rewrite", llm_role="main", draft=draft, answer=answer, supports=supports,
                       shown_turn_ids=supports, **note),
     }
-
-
-def _echoes(answer: str, question: str) -> bool:
-    """True when every word of the answer is a word of the question: an echo, not an answer."""
-    words = re.findall(r"[a-z0-9]+", answer.lower())
-    return bool(words) and set(words) <= set(re.findall(r"[a-z0-9]+", question.lower()))
 
 
 ROUND_KIND_FIELDS = ("mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns",

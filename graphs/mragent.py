@@ -36,7 +36,7 @@ from app.mragent.tools import ToolContext, error_result, execute, structured_too
 from app.prompts import render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, grounded_supports, wire_question_lifecycle, workspace
+from graphs.common import NO_INFO, contains_answer, grounded_supports, wire_question_lifecycle, workspace
 
 P = "mragent"
 
@@ -330,12 +330,10 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     if not supports and text and text != NO_INFO and g is not None:
         # Still none: a shown event sentence (the rewritten text the model read) containing the answer
         # names its turn. Only events in `visible`, so no unseen turn is ever cited.
-        needle = " ".join(text.lower().split()).strip(" .")
         for eid in visible:
             ev = g.events.get(eid)
             tid = turn_of(eid)
-            if ev and tid and tid in g.turns and tid not in supports and len(needle) >= 3 \
-                    and needle in " ".join(str(ev.get("text", "")).lower().split()):
+            if ev and tid and tid in g.turns and tid not in supports and contains_answer(text, str(ev.get("text", ""))):
                 supports.append(tid)
         if supports:
             note["supports_from"] = "shown event sentences containing the answer text"

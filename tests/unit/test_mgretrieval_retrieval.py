@@ -237,7 +237,7 @@ def test_rewrite_of_a_no_information_draft_is_left_alone(data: str) -> None:
 
 
 def test_an_answer_made_of_the_question_words_is_an_echo() -> None:
-    from graphs.mgretrieval import _echoes
+    from graphs.common import echoes_question as _echoes
 
     question = "What is the name of the dog Maya adopted?"
     assert _echoes("Maya", question) and _echoes("the dog", question)
