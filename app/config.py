@@ -230,6 +230,12 @@ class Context:
                    "rewrite call, one call per window (compact_merged), or the spec's keyed JSON (json); "
                    "set at ingest")
     # --- end mra_ingest_format
+    # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
+    # short span with absolute dates, the rewrite MGRetrieval's spec ends with (graphs/answer_rewrite.py).
+    # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,
+    # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in docs/mragent.md.
+    mra_answer_rewrite: bool = setting(
+        True, "MRAgent: rewrite the answer into a short span with one more call (false = spec)")
 
     # HyMem (specs/methods/hymem.md §5)
     hymem_light_k: int = setting(10, "HyMem: summaries shown to the light answer", ge=1)

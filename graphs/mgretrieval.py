@@ -47,10 +47,10 @@ from app.memory.workspace import Workspace
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
+from graphs.answer_rewrite import memory_line, memory_lines, rewrite_answer
 from graphs.common import (
     NO_INFO,
     TURN_ID,
-    echoes_question,
     grounded_in,
     grounded_supports,
     is_no_info,
@@ -100,12 +100,6 @@ class AssessReply(BaseModel):
         return [str(x).strip().strip("[]") for x in as_str_list(v)]
 
 
-class RewriteReply(BaseModel):
-    """p_r3: the answer in LoCoMo style."""
-
-    answer: Text
-
-
 # --- helpers ------------------------------------------------------------------------------------
 
 
@@ -126,12 +120,8 @@ def _memory(turn: Turn, date: str) -> dict[str, Any]:
     return {"id": turn.id, "text": f"{turn.speaker}: {turn.full_text}", "date": date}
 
 
-def memory_line(mem: dict[str, Any]) -> str:
-    return f"[{mem['id']}] ({mem.get('date') or 'undated'}) {mem['text']}"
-
-
 def _lines(mems: list[dict[str, Any]], empty: str = "(none)") -> str:
-    return "\n".join(memory_line(m) for m in mems) if mems else empty
+    return memory_lines(mems, empty)
 
 
 def _similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -> dict[str, float]:
@@ -494,26 +484,9 @@ def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"answer": NO_INFO, "supports": [], "critical_memories": [],
                 "trace": emit("rewrite", llm_role="main", calls=0, answer=NO_INFO,
                               note="nothing was retrieved or answered: no rewrite call")}
-    question_line = render_prompt(METHOD, "rewrite_question", question=state["question"]) if ctx.mg_rewrite_with_question else ""
-    user = render_prompt(METHOD, "rewrite", question_line=question_line, answer=draft or NO_INFO, critical=_lines(critical))
-    res = call_structured(get_chat_model(ctx, role="main"), messages(None, user), RewriteReply, node="rewrite",
-                          method=ctx.structured_method, max_tokens=60)
-    final = res.value.answer.strip() if res.value is not None else ""
-    note = {} if res.value is not None else {**res.failure_note(), "fallback_rule": "draft answer unchanged"}
-    if res.value is not None and not final:
-        note = {"fallback_rule": "empty rewrite: draft answer unchanged"}
-    elif final and ctx.mg_rewrite_keep_draft and is_no_info(final) and not is_no_info(draft):
-        # Our addition (false = the spec): the rewrite only reformats; it may not turn an answer into
-        # "no information".
-        note = {"fallback_rule": "the rewrite dropped the draft's answer: draft answer unchanged", "rewrite_reply": final}
-        final = ""
-    elif final and ctx.mg_rewrite_keep_draft and echoes_question(final, state["question"]) and draft \
-            and not is_no_info(draft) and not echoes_question(draft, state["question"]):
-        # Same guard: a rewrite made only of the question's own words ("Maya" for "What is the name of
-        # the dog Maya adopted?") replaces an answer with an echo; the draft stays.
-        note = {"fallback_rule": "the rewrite only echoed the question: draft answer unchanged", "rewrite_reply": final}
-        final = ""
-    answer = final or draft or NO_INFO
+    res = rewrite_answer(ctx, state["question"], draft, critical, with_question=ctx.mg_rewrite_with_question,
+                         keep_draft=ctx.mg_rewrite_keep_draft)
+    answer, note = res.answer, res.note
     return {
         "answer": answer,
         "supports": supports,

@@ -15,7 +15,6 @@ per-question call caps. `tools` runs the registry in app.mragent.tools. See spec
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage
@@ -27,18 +26,27 @@ from app.config import Context
 from app.ingest.mragent import STOPWORDS, cue_norm, fallback_cues, turn_of
 from app.llm.models import get_chat_model
 from app.llm.structured import call_structured, invoke_counted, json_objects
+from app.llm.usage import merge_usage
 from app.mragent.prompting import Rendered, final_prompt, navigate_prompt
 from app.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
 from app.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
 from app.mragent.seed import build_seed, parse_window
 from app.mragent.store import CueTagGraph
+from app.mragent.supports import answer_supports, cited_memories, map_supports
 from app.mragent.tools import ToolContext, error_result, execute, structured_tools
 from app.prompts import render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.common import NO_INFO, contains_answer, grounded_supports, wire_question_lifecycle, workspace
+from graphs.answer_rewrite import rewrite_answer
+from graphs.common import (
+    NO_INFO,
+    is_no_info,
+    wire_question_lifecycle,
+    workspace,
+)
 
 P = "mragent"
+REWRITE_MEMORIES = 4  # memories shown to the answer rewrite: enough for dates, few prompt tokens
 
 
 def _graph(ctx: Context, namespace: str) -> CueTagGraph:
@@ -265,24 +273,6 @@ def after_tools(state: MemoryState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-_LEADING_ID = re.compile(r"^\[?(D\d+:\d+(?:-\d+)?)\]?(?=$|[\s:|,)\]])")
-
-
-def map_supports(cited: list[str], visible: list[str], g: CueTagGraph | None = None) -> list[str]:
-    """Cited ids → turn ids (sentence → its turn; topic ids dropped), kept only if shown."""
-    vis = set(visible)
-    out: list[str] = []
-    for ident in cited:
-        # A small model often cites the whole line it read ("D1:1: Maya: …" or "[D1:1] …"): its leading id.
-        lead = _LEADING_ID.match(str(ident).strip())
-        tid = turn_of(lead[1] if lead else str(ident))
-        if tid is None or tid not in vis or (g is not None and tid not in g.turns):
-            continue
-        if tid not in out:
-            out.append(tid)
-    return out
-
-
 def _forced_reply(state: MemoryState, ctx: Context, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
     """The forced final call: one call, no retry (the loop's max_rounds LLM calls include it)."""
     shown = final_prompt(state, ctx, g)
@@ -321,27 +311,21 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
             note = {"fallback": True, "raw": content[:300]}
         note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown)
     supports = map_supports(cited, visible, g)
-    if not supports and text and text != NO_INFO:
-        # The model cited nothing usable: shown turns whose raw text contains the answer (shared guard
-        # against short answers such as "No" matching inside "know").
-        supports = grounded_supports(ctx, state["namespace"], text, shown_turns)
-        if supports:
-            note["supports_from"] = "shown turns containing the answer text"
-    if not supports and text and text != NO_INFO and g is not None:
-        # Still none: a shown event sentence (the rewritten text the model read) containing the answer
-        # names its turn. Only events in `visible`, so no unseen turn is ever cited.
-        for eid in visible:
-            ev = g.events.get(eid)
-            tid = turn_of(eid)
-            if ev and tid and tid in g.turns and tid not in supports and contains_answer(text, str(ev.get("text", ""))):
-                supports.append(tid)
-        if supports:
-            note["supports_from"] = "shown event sentences containing the answer text"
-    crit = []
-    for tid in supports:
-        turn = g.turns[tid]
-        crit.append({"id": tid, "text": f"{turn.speaker}: {turn.full_text}", "date_time": turn.date_time,
-                     "why": "cited in the answer"})
+    draft_text = text
+    if ctx.mra_answer_rewrite and text and not is_no_info(text):
+        # Our addition (false = spec): the span rewrite, shown the cited turns and then the kept memories.
+        shown_mems = cited_memories(g, supports) + [m for m in state.get("critical_memories") or []
+                                                     if m["id"] not in supports]
+        rewritten = rewrite_answer(ctx, state["question"], text, shown_mems[:REWRITE_MEMORIES], node="rewrite_answer")
+        text = rewritten.answer
+        usage = merge_usage(usage, rewritten.usage)
+        note.update(draft=draft_text, **{f"rewrite_{k}" if k != "fallback_rule" else k: v
+                                         for k, v in rewritten.note.items()})
+    for candidate in dict.fromkeys([text, draft_text]):  # the span first: it is likelier to occur verbatim
+        if supports or not candidate or is_no_info(candidate):
+            break
+        supports = answer_supports(ctx, state["namespace"], candidate, shown_turns, visible, g, note)
+    crit = cited_memories(g, supports)
     for m in state.get("critical_memories") or []:  # memories the model kept along the way
         if m["id"] not in supports:
             crit.append(m)

@@ -113,6 +113,10 @@ def summarize_method(rows: Sequence[dict[str, Any]], categories: Sequence[int]) 
     if any(r["category"] == 5 for r in rows):  # the official LoCoMo overall includes category 5
         overall["locomo_f1_with_adversarial"] = _mean(r["locomo_f1_r3"] for r in rows)
     out: dict[str, Any] = {"categories": per_cat, "overall": overall}
+    drafts = [r for r in rows if r["category"] in JUDGED and r.get("draft_locomo_f1") is not None]
+    if drafts:  # what the final span rewrite did: LoCoMo-F1 of the same answers before it
+        out["rewrite"] = {"questions": len(drafts), "draft_locomo_f1": _mean(r["draft_locomo_f1"] for r in drafts),
+                          "final_locomo_f1": _mean(r["locomo_f1"] for r in drafts)}
     if any(r.get("mg_rounds") is not None for r in rows):  # MGRetrieval: how often a round degrades to dense
         out["keyword_rounds"] = {key: sum(int(r.get(f) or 0) for r in rows) for key, f in KEYWORD_ROUND_FIELDS.items()}
     return out
@@ -287,6 +291,14 @@ def _keyword_round_lines(s: dict[str, Any]) -> list[str]:
             f"{share('ungrounded_sufficient')}; turns added by dense fill {kr.get('filled_turns', 0)}.", ""]
 
 
+def _rewrite_lines(s: dict[str, Any]) -> list[str]:
+    rw = s.get("rewrite")
+    if not rw:
+        return []
+    return [f"Final span rewrite ({rw['questions']} answers): LoCoMo-F1 {pct(rw['draft_locomo_f1'])} before it, "
+            f"{pct(rw['final_locomo_f1'])} after.", ""]
+
+
 def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     from app.eval.reference import reference_markdown
 
@@ -294,7 +306,7 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), "", "## Overall (all methods)", "",
              *_cross_method(summary, with_adv), ""]
     for method, s in summary.items():
-        lines += [f"## {method}", "", *_method_table(s), "", *_keyword_round_lines(s)]
+        lines += [f"## {method}", "", *_method_table(s), "", *_keyword_round_lines(s), *_rewrite_lines(s)]
     lines += ["## Memory construction (per conversation, not counted in the question cost)", "",
               *_ingest_lines(meta["memory_construction"]), ""]
     lines += reference_markdown(summary, meta["backbone_model"], meta["judge_model"])

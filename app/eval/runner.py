@@ -54,6 +54,7 @@ ROW_FIELDS = (
     "evidence_recall", "session_recall", "supports", "support_recall", "n_llm_calls", "n_llm_calls_aux",
     "prompt_tokens", "completion_tokens", "cached_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
     "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns", "mg_ungrounded_sufficient_rounds",
+    "draft_answer", "draft_locomo_f1",
 )
 JSONL_NAME = "per_question.jsonl"
 
@@ -358,6 +359,7 @@ def evaluate_pair(
     retrieved = shown_turn_ids(state.get("trace") or [])
     supports = [str(t) for t in state.get("supports") or []]
     label, score, judge_error = _judge(judge, q, prediction)
+    draft = draft_answer(state.get("trace") or [])
     row = {
         "run_id": ids["run_id"], "method": method, "backbone_model": ids["backbone_model"],
         "judge_model": ids["judge_model"], "sample_id": q.sample_id, "question_id": q.id,
@@ -377,8 +379,20 @@ def evaluate_pair(
         # MGRetrieval's rounds, how many were speaker-only or capped, turns added by dense fill and
         # rounds whose 'sufficient' was ungrounded (None for other methods)
         **(round_kinds(state.get("trace") or []) if method == "mgretrieval" else dict.fromkeys(ROUND_KIND_FIELDS)),
+        # The answer before a final span rewrite (MGRetrieval's rewrite, MRAgent's mra_answer_rewrite) and
+        # its F1: what the rewrite did to each answer (None when the graph made no rewrite).
+        "draft_answer": draft,
+        "draft_locomo_f1": None if draft is None else score_prediction(draft, q.gold, q.category)["locomo_f1"],
     }
     return {k: row[k] for k in ROW_FIELDS}
+
+
+def draft_answer(trace: list[dict[str, Any]]) -> str | None:
+    """The draft of the last trace record that rewrote an answer (a `draft` beside a different `answer`)."""
+    for rec in reversed(trace):
+        if rec.get("draft") is not None and "answer" in rec:
+            return str(rec["draft"])
+    return None
 
 
 def _run_pairs(

@@ -153,16 +153,25 @@ def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, n
     return ctx, reports[-1]
 
 
+def draft_of(prompt: str) -> str:
+    """The draft answer a rewrite prompt shows."""
+    found = re.search(r"^Draft answer: (.*)$", prompt, re.M)
+    return found[1].strip() if found else ""
+
+
 class QuestionModel:
     """Question-time dispatcher: cues / pick / score / tag score / navigate (scripted queue) / final."""
 
     def __init__(self, cues: Any = None, navigate: list[Any] | None = None, navigate_default: Any = None,
-                 pick: Any = None, score: Any = None, tag_score: Any = None, final: Any = None) -> None:
+                 pick: Any = None, score: Any = None, tag_score: Any = None, final: Any = None,
+                 rewrite: Any = None) -> None:
         self.cues = cues if cues is not None else {"time_window": "", "cues": [{"cue": "Pixel", "alternatives": []}]}
         self.navigate = list(navigate or [])
         self.navigate_default = navigate_default
         self.pick, self.score, self.tag_score = pick, score, tag_score
         self.final = final if final is not None else {"answer": "Pixel", "supports": [], "confidence": 0.5}
+        # The answer rewrite (mra_answer_rewrite) keeps the draft unless a test scripts it.
+        self.rewrite = rewrite if rewrite is not None else (lambda n, prompt: {"answer": draft_of(prompt)})
         self.kinds: list[str] = []
         self.model = ScriptedChatModel(default=self.reply)
 
@@ -187,4 +196,6 @@ class QuestionModel:
             return "navigate", self.navigate.pop(0) if self.navigate else self.navigate_default
         if prompt.startswith("Answer the question from the memories"):
             return "final", self.final
+        if prompt.startswith("Rewrite a draft answer"):
+            return "rewrite", self.rewrite
         raise AssertionError("unexpected prompt: " + prompt[:80])

@@ -254,3 +254,22 @@ def test_aux_model_usage_is_split_from_the_main_llm() -> None:
     overall = {"n_llm_calls": 3.0, "n_llm_calls_aux": 1.0, "mg_tokens": 1000.0, "mg_tokens_main": 600.0,
                "wall_time_s": {"mean": 2.0}}
     assert _our_values({"metric": "cost"}, {"categories": {}, "overall": overall}) == ["2.00", "600", "2.00"]
+
+
+def test_rows_and_summary_show_what_the_answer_rewrite_did() -> None:
+    from app.eval.report import _rewrite_lines, summarize_method
+    from app.eval.runner import draft_answer
+
+    trace = [{"node": "navigate", "answer": "x"},
+             {"node": "answer", "draft": "She went there on 8 May 2023.", "answer": "8 May 2023"}]
+    assert draft_answer(trace) == "She went there on 8 May 2023."
+    assert draft_answer([{"node": "answer", "answer": "8 May 2023"}]) is None  # no rewrite made
+
+    def row(f1: float, draft_f1: float | None) -> dict[str, Any]:
+        return {"method": "mragent", "category": 2, "judge_score": None, "wall_time_s": 1.0, "locomo_f1": f1,
+                "locomo_f1_r3": f1, "prompt_tokens": 1, "completion_tokens": 1, "draft_locomo_f1": draft_f1}
+
+    s = summarize_method([row(1.0, 0.25), row(0.5, 0.25), row(0.0, None)], [2])
+    assert s["rewrite"] == {"questions": 2, "draft_locomo_f1": 0.25, "final_locomo_f1": 0.75}
+    assert _rewrite_lines(s)[0] == "Final span rewrite (2 answers): LoCoMo-F1 25.00 before it, 75.00 after."
+    assert "rewrite" not in summarize_method([row(0.5, None)], [2])

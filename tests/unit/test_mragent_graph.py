@@ -41,7 +41,8 @@ def base(data_dir: str) -> Context:
 
 
 def q(ctx: Context, qm: QuestionModel, **kw: Any) -> Context:
-    return ctx.with_overrides(chat_model=qm.model, **kw)
+    """The spec's graph (no answer rewrite) unless a test turns the rewrite on."""
+    return ctx.with_overrides(chat_model=qm.model, **{"mra_answer_rewrite": False, **kw})
 
 
 # --- 4. temporal path
@@ -325,6 +326,48 @@ def test_answer_makes_no_call_after_a_navigate_answer(base: Context) -> None:
     assert "answer" not in state["usage"]["by_node"]
     # D1:3 (the cited turn) was never shown: the seed for "Pixel" shows D1:1, D1:2 and D2:4 only
     assert "D1:3" not in state["mra_visible_ids"] and state["supports"] == []
+
+
+# --- our addition: the short-answer rewrite (mra_answer_rewrite)
+
+SENTENCE = {**ANSWER, "answer": "Ann found Pixel at the Riverside shelter near her flat.", "supports": ["D1:1-1"]}
+
+
+def test_rewrite_turns_a_sentence_into_a_span(base: Context) -> None:
+    qm = QuestionModel(navigate=[SENTENCE], rewrite={"answer": "Riverside shelter"})
+    state, _ = run(q(base, qm, mra_answer_rewrite=True))
+    assert qm.kinds == ["cues", "navigate", "rewrite"]
+    assert state["answer"] == "Riverside shelter"
+    rewrite_prompt = qm.model.prompts()[-1]
+    assert "Draft answer: Ann found Pixel at the Riverside shelter" in rewrite_prompt and Q in rewrite_prompt
+    assert "[D1:1] (" in rewrite_prompt  # the cited turn, with its date, for relative times
+    rec = next(r for r in state["trace"] if r["node"] == "answer")
+    assert rec["draft"] == SENTENCE["answer"] and rec["answer"] == "Riverside shelter"
+    assert state["usage"]["by_node"]["rewrite_answer"]["calls"] == 1
+
+
+@pytest.mark.parametrize("reply", [{"answer": "No information available"}, {"answer": "Ann Pixel"}, {"answer": ""},
+                                   {"oops": 1}])
+def test_rewrite_never_loses_the_draft(base: Context, reply: dict[str, Any]) -> None:
+    # "no information", an echo of the question's words, an empty or an invalid reply: the draft stays
+    qm = QuestionModel(navigate=[SENTENCE], rewrite=reply)
+    state, _ = run(q(base, qm, mra_answer_rewrite=True))
+    assert state["answer"] == SENTENCE["answer"]
+    assert "fallback_rule" in next(r for r in state["trace"] if r["node"] == "answer")
+
+
+def test_no_rewrite_call_for_no_information(base: Context) -> None:
+    qm = QuestionModel(navigate=[{**ANSWER, "answer": "No information available", "supports": []}])
+    state, _ = run(q(base, qm, mra_answer_rewrite=True))
+    assert "rewrite" not in qm.kinds and state["answer"] == "No information available"
+
+
+def test_rewritten_span_finds_supports_the_sentence_did_not(base: Context) -> None:
+    # No usable citation: the sentence occurs in no shown turn, the span "grey cat" does (D1:1, shown by the seed)
+    qm = QuestionModel(navigate=[{**SENTENCE, "answer": "Ann has a cat that is grey.", "supports": []}],
+                       rewrite={"answer": "grey cat"})
+    state, _ = run(q(base, qm, mra_answer_rewrite=True))
+    assert state["answer"] == "grey cat" and state["supports"] == ["D1:1"]
 
 
 # --- output contract and bad input
