@@ -127,8 +127,11 @@ def collect(pdir: Path) -> dict[str, Any]:
                 ingest[built["method"]] = {"s_per_session": round(built["seconds"] / built["sessions"], 2),
                                            "completion_tokens": built["completion_tokens"],
                                            "prompt_tokens": built["prompt_tokens"], "calls": built["llm_calls"]}
+    meta = summary["metadata"]
     return {"limits": limits, "methods": methods, "ingest": ingest,
-            "questions": summary["metadata"]["question_counts"]["n_questions"]}
+            "questions": meta["question_counts"]["n_questions"],
+            # when and at which commit the phase ran: with --resume a phase can come from an earlier run
+            "measured": {"date": meta.get("date"), "git_commit": meta.get("git_commit")}}
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -165,7 +168,8 @@ def build_report(before: dict[str, Any], after: dict[str, Any], a: argparse.Name
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": {"cpu": cpu, "cores": os.cpu_count()},
         "slice": {"conversation": a.conversation, "sessions": a.sessions, "questions": before["questions"],
                   "categories": [1, 2, 4]},
-        "phases": {k: {"env": v["env"], "settings": v["settings"]} for k, v in PHASES.items()},
+        "phases": {k: {"env": v["env"], "settings": v["settings"],
+                       "measured": (before if k == "before" else after).get("measured")} for k, v in PHASES.items()},
         "limits": {"before": before["limits"], "after": after["limits"]},
         "per_question": per_q, "ingest_per_session": ingest,
         "geomean_speedup_per_question": round(geomean([v["speedup"] or 0 for v in per_q.values()]), 2),
@@ -183,6 +187,8 @@ def markdown(rep: dict[str, Any]) -> str:
         "paths: " + ", ".join(f"`{kv}`" for kv in rep["phases"]["before"]["settings"]),
         "- **after**: the defaults: xllamacpp (llama.cpp's C++ server, prebuilt wheel) with its prompt cache, "
         "compact ingestion formats", "",
+        *[f"The {k} phase ran on {(v.get('measured') or {}).get('date') or '?'} at commit "
+          f"{((v.get('measured') or {}).get('git_commit') or '?')[:12]}." for k, v in rep["phases"].items()], "",
         "## The server's limits", "",
         "| phase | prefill tok/s | decode tok/s |", "|---|---|---|",
         f"| before | {lb['prefill_tps']} | {lb['decode_tps']} |", f"| after | {la['prefill_tps']} | {la['decode_tps']} |",

@@ -80,7 +80,8 @@ def test_cached_prompt_tokens_are_counted() -> None:
 # --------------------------------------------------------------------------------------------- speed report
 
 
-def _phase(tmp: Path, name: str, wall: dict[str, float], ingest_s: float, prefill: float) -> Path:
+def _phase(tmp: Path, name: str, wall: dict[str, float], ingest_s: float, prefill: float,
+           commit: str = "0123456789abcdef") -> Path:
     pdir = tmp / name
     (pdir / "eval").mkdir(parents=True)
     (pdir / "limits.json").write_text(json.dumps({"prefill_tps": prefill, "decode_tps": 20.0}))
@@ -88,7 +89,8 @@ def _phase(tmp: Path, name: str, wall: dict[str, float], ingest_s: float, prefil
                                "completion_tokens": 40.0, "n_llm_calls": 1.0}} for m, s in wall.items()}
     built = [{"method": "mragent", "sessions": 2, "seconds": ingest_s, "completion_tokens": 900,
               "prompt_tokens": 3000, "llm_calls": 4}]
-    summary = {"methods": methods, "metadata": {"question_counts": {"n_questions": 2},
+    summary = {"methods": methods, "metadata": {"question_counts": {"n_questions": 2}, "git_commit": commit,
+                                                "date": f"2026-11-23T{len(name):02d}:00:00+00:00",
                                                 "memory_construction": {"ns": {"built": built}}}}
     (pdir / "eval" / "summary.json").write_text(json.dumps(summary))
     rows = [{"method": m, "cached_tokens": 300} for m in wall] * 2
@@ -98,7 +100,7 @@ def _phase(tmp: Path, name: str, wall: dict[str, float], ingest_s: float, prefil
 
 def test_speed_report_from_two_phases(tmp_path: Path) -> None:
     before = speed.collect(_phase(tmp_path, "before", {"rag": 40.0, "memr3": 160.0}, 600.0, 50.0))
-    after = speed.collect(_phase(tmp_path, "after", {"rag": 10.0, "memr3": 80.0}, 150.0, 100.0))
+    after = speed.collect(_phase(tmp_path, "after", {"rag": 10.0, "memr3": 80.0}, 150.0, 100.0, "fedcba9876543210"))
     rep = speed.build_report(before, after, Namespace(methods=["rag", "memr3"], conversation="c", sessions=2))
     rag = rep["per_question"]["rag"]
     assert rag["speedup"] == 4.0 and rag["cached_tokens"] == 300
@@ -108,3 +110,6 @@ def test_speed_report_from_two_phases(tmp_path: Path) -> None:
                                                     "completion_tokens_before": 900, "completion_tokens_after": 900}
     md = speed.markdown(rep)
     assert "| rag | 40.0 | 10.0 | 4.0× |" in md and "2.83×" in md
+    # each phase says when and at which commit it ran (a resumed report may combine two runs)
+    assert "The before phase ran on 2026-11-23T06:00:00+00:00 at commit 0123456789ab." in md
+    assert "The after phase ran on 2026-11-23T05:00:00+00:00 at commit fedcba987654." in md
