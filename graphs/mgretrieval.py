@@ -120,10 +120,6 @@ def _memory(turn: Turn, date: str) -> dict[str, Any]:
     return {"id": turn.id, "text": f"{turn.speaker}: {turn.full_text}", "date": date}
 
 
-def _lines(mems: list[dict[str, Any]], empty: str = "(none)") -> str:
-    return memory_lines(mems, empty)
-
-
 def _similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -> dict[str, float]:
     """Cosine of each turn to the question, from the shared turn collection's stored vectors."""
     if not ids:
@@ -281,7 +277,7 @@ def _assess_fixed_tokens(state: MemoryState) -> int:
     """Tokens of an assess prompt before its new memories (template, question, a, H)."""
     critical = state.get("critical_memories") or []
     return estimate_tokens(load_prompt(METHOD, "assess") + state["question"] + (state.get("draft_answer") or "")
-                           + _lines(critical)) + 150
+                           + memory_lines(critical)) + 150
 
 
 def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -408,7 +404,7 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     # I(r) = (q, a(r-1), H(r-1), R̃(r)) and nothing else from earlier rounds (eq. 12).
     user = render_prompt(METHOD, "assess", question=question, previous_answer=previous or "(none yet)",
-                         critical=_lines(held), new=_lines(new), max_critical=ctx.mg_max_critical)
+                         critical=memory_lines(held), new=memory_lines(new), max_critical=ctx.mg_max_critical)
     model = get_chat_model(ctx, role="main")
     res = call_structured(model, messages(None, user), AssessReply, node="assess",
                           method=ctx.structured_method, max_tokens=200)

@@ -32,7 +32,7 @@ from app.mragent.protocol import call_key, call_text, json_bound, keep_tool, par
 from app.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
 from app.mragent.seed import build_seed, parse_window
 from app.mragent.store import CueTagGraph
-from app.mragent.supports import answer_supports, cited_memories, map_supports
+from app.mragent.supports import answer_memories, answer_supports, map_supports
 from app.mragent.tools import ToolContext, error_result, execute, structured_tools
 from app.prompts import render_prompt
 from app.state import InputState, MemoryState, OutputState
@@ -314,9 +314,8 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     draft_text = text
     if ctx.mra_answer_rewrite and text and not is_no_info(text):
         # Our addition (false = spec): the span rewrite, shown the cited turns and then the kept memories.
-        shown_mems = cited_memories(g, supports) + [m for m in state.get("critical_memories") or []
-                                                     if m["id"] not in supports]
-        rewritten = rewrite_answer(ctx, state["question"], text, shown_mems[:REWRITE_MEMORIES], node="rewrite_answer")
+        shown_mems = answer_memories(g, supports, state.get("critical_memories") or [])[:REWRITE_MEMORIES]
+        rewritten = rewrite_answer(ctx, state["question"], text, shown_mems, node="rewrite_answer")
         text = rewritten.answer
         usage = merge_usage(usage, rewritten.usage)
         note.update(draft=draft_text, **{f"rewrite_{k}" if k != "fallback_rule" else k: v
@@ -325,10 +324,7 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         if supports or not candidate or is_no_info(candidate):
             break
         supports = answer_supports(ctx, state["namespace"], candidate, shown_turns, visible, g, note)
-    crit = cited_memories(g, supports)
-    for m in state.get("critical_memories") or []:  # memories the model kept along the way
-        if m["id"] not in supports:
-            crit.append(m)
+    crit = answer_memories(g, supports, state.get("critical_memories") or [])
     return {
         **update,
         "answer": text or NO_INFO,

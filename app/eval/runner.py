@@ -388,7 +388,7 @@ def evaluate_pair(
 
 
 def draft_answer(trace: list[dict[str, Any]]) -> str | None:
-    """The draft of the last trace record that rewrote an answer (a `draft` beside a different `answer`)."""
+    """The `draft` of the last trace record that carries one beside its `answer` (the graph's rewrite step)."""
     for rec in reversed(trace):
         if rec.get("draft") is not None and "answer" in rec:
             return str(rec["draft"])

@@ -41,6 +41,11 @@ def cited_memories(g: CueTagGraph, ids: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def answer_memories(g: CueTagGraph, supports: list[str], kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cited turns first, then the memories kept along the way (H) that are not among them."""
+    return cited_memories(g, supports) + [m for m in kept if m["id"] not in supports]
+
+
 def answer_supports(ctx: Context, namespace: str, text: str, shown_turns: list[str], visible: list[str],
                      g: CueTagGraph | None, note: dict[str, Any]) -> list[str]:
     """Supports for an answer whose citations were unusable, never naming an unseen turn."""
