@@ -252,6 +252,15 @@ class Context:
     # first 6 of 16 turns twice). 0 = the spec (no density check, no added turn lines).
     hymem_turns_per_summary: int = setting(
         4, "HyMem: turns per required summary item at ingest; 0 = no density check", ge=0)
+    # Improvement (spec: an item links whatever turns the model lists): one sentence cannot carry a whole
+    # session, yet the 1.5B model at times lists every turn id of a session for a one-line gist ("Jon and
+    # Gina are discussing their plans"), which marks the whole session as summarised, so none of its turns
+    # is added as a turn line and only the gist is searchable (dev slice: an item listed 12-23 turns in 4 of
+    # 6 sessions on the xllamacpp runtime, 3 of them left with one searchable line; 1 of 6 on
+    # llama-cpp-python). An item keeps at most this many of the turns it lists, those most similar to its
+    # text; the others are then linked by no item and get their own turn line. 0 = the spec (no cap).
+    hymem_max_turns_per_item: int = setting(
+        8, "HyMem: turns one summary item may link at ingest (most similar kept); 0 = no cap", ge=0)
     # Improvement (spec: light supports are every turn linked from the k shown summaries): the light
     # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
     hymem_light_supports: Literal["cited", "all_shown"] = setting(

@@ -5,6 +5,9 @@
 #   METHODS=rag,full_context benchmarks/eval_dev.sh              # a subset first (the same run folder resumes)
 #   SETTINGS="memr3_answer_snippets=never" OUT=runs/eval_dev_alt REPORT=benchmarks/reports/eval_dev_alt \
 #     benchmarks/eval_dev.sh                                     # an ablation: its own run and report folders
+#   SETTINGS="hymem_max_turns_per_item=0" DATA_DIR=runs/eval_dev_data_alt OUT=... REPORT=... benchmarks/eval_dev.sh
+#                                                                # an ingestion setting needs its own DATA_DIR too:
+#                                                                # the eval reuses a namespace its builder has built
 #
 # Slice: conv-26 and conv-30, their first 3 sessions (namespaces locomo-<id>-s3), categories 1, 2 and 4, the first
 # 8 questions per conversation whose gold evidence lies in those sessions (16 per method). No LLM judge
@@ -21,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
 OUT="${OUT:-runs/eval_dev}"
+DATA_DIR="${DATA_DIR:-runs/eval_dev_data}"
 REPORT="${REPORT:-benchmarks/reports/eval_dev}"
 ALL="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
 METHODS="${METHODS:-$ALL}"
@@ -28,7 +32,7 @@ SET_ARGS=()
 for kv in ${SETTINGS:-}; do SET_ARGS+=(--set "$kv"); done
 
 # One data dir for every run of the slice, so memories are built once and shared by ablations.
-.venv/bin/python -m app.cli --data-dir runs/eval_dev_data eval --data "$DATA" \
+.venv/bin/python -m app.cli --data-dir "$DATA_DIR" eval --data "$DATA" \
   --methods "$METHODS" --conversations conv-26 conv-30 --max-sessions 3 --categories 1,2,4 --limit 8 \
   --judge none --out "$OUT" "${SET_ARGS[@]}"
 
@@ -38,7 +42,7 @@ MISSING="$(.venv/bin/python -c 'import sys; a, m = sys.argv[1].split(","), sys.a
 {
   echo "# Dev-slice eval report"
   echo
-  echo "Made by \`METHODS=$METHODS SETTINGS=\"${SETTINGS:-}\" benchmarks/eval_dev.sh\` on $(date -u +%Y-%m-%d),"
+  echo "Made by \`METHODS=$METHODS SETTINGS=\"${SETTINGS:-}\" DATA_DIR=$DATA_DIR benchmarks/eval_dev.sh\` on $(date -u +%Y-%m-%d),"
   echo "$(nproc) CPU cores, backbone and settings in summary.json. Graphs covered: $METHODS."
   if [ -n "$MISSING" ]; then
     echo

@@ -14,8 +14,12 @@ for those turns only): the local model tends to summarise the start of a long se
 an unlinked turn would otherwise be reachable by no Level-1 search. One item per session would make
 light show everything and deep selection choose among sessions.
 
+Link cap (our addition, `hymem_max_turns_per_item`; 0 = the spec): an item keeps at most that many of
+the turns it lists, the ones most similar to its text, so a one-line gist that lists every turn of the
+session does not mark them all as summarised; the turns it drops get turn lines like any unlinked turn.
+
 Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
-temperature, density) matches its stored doc is skipped with no LLM call and no embedding, unless it
+temperature, density, link cap) matches its stored doc is skipped with no LLM call and no embedding, unless it
 fell back to per-turn lines last time (then it is summarised again); otherwise the LLM reply is
 looked up in the content-hash cache first. Each session's docs are written in one transaction, and
 the session doc (the completion marker) is part of it, so a crash in the middle leaves the session
@@ -163,15 +167,18 @@ def _nearest_turns(ws: Workspace, text: str, turns: tuple[Turn, ...], k: int = N
 
 
 def link_items(
-    ws: Workspace, session: Session, items: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Drop empty texts and foreign turn ids; link id-less items to their nearest turns.
+    ws: Workspace, session: Session, items: list[dict[str, Any]], max_turns: int = 0
+) -> tuple[list[dict[str, Any]], list[str], set[str]]:
+    """Drop empty texts and foreign turn ids; link id-less items to their nearest turns; an item listing
+    more than `max_turns` turns (0 = no cap) keeps the `max_turns` of them most similar to its text.
 
-    Returns the cleaned items and notes for the build report.
+    Returns the cleaned items, notes for the build report and the turn ids the cap unlinked.
     """
     matcher = TurnIdMatcher(t.id for t in session.turns)
+    by_id = {t.id: t for t in session.turns}
     out: list[dict[str, Any]] = []
     notes: list[str] = []
+    released: set[str] = set()
     for item in items:
         text = str(item.get("text") or "").strip()
         if not text:
@@ -183,8 +190,14 @@ def link_items(
         if not ids:
             ids = _nearest_turns(ws, text, session.turns)
             notes.append(f"{session_id(session)}: item {len(out)} linked to nearest turns {ids}")
+        elif 0 < max_turns < len(ids):
+            kept = _nearest_turns(ws, text, tuple(by_id[i] for i in ids), k=max_turns)
+            released.update(set(ids) - set(kept))
+            notes.append(f"{session_id(session)}: item {len(out)} listed {len(ids)} turns, kept the {max_turns} "
+                         "most similar to its text")
+            ids = kept
         out.append({"text": text, "turn_ids": ids})
-    return out, notes
+    return out, notes, released
 
 
 def fallback_items(session: Session) -> list[dict[str, Any]]:
@@ -192,10 +205,13 @@ def fallback_items(session: Session) -> list[dict[str, Any]]:
     return [{"text": turn_line(t), "turn_ids": [t.id]} for t in session.turns]
 
 
-def cover_unlinked(session: Session, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The items plus one turn-line item for each turn no item links to; returns (items, those turn ids)."""
+def cover_unlinked(
+    session: Session, items: list[dict[str, Any]], among: set[str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items plus one turn-line item for each turn (of `among`; None = any) no item links to;
+    returns (items, those turn ids)."""
     linked = {t for item in items for t in item["turn_ids"]}
-    missing = [t for t in session.turns if t.id not in linked]
+    missing = [t for t in session.turns if t.id not in linked and (among is None or t.id in among)]
     return items + [{"text": turn_line(t), "turn_ids": [t.id]} for t in missing], [t.id for t in missing]
 
 
@@ -206,8 +222,8 @@ def summary_index(ws: Workspace, namespace: str) -> VectorIndex:
     return ws.index(SUMMARY_KIND, namespace)
 
 
-def _session_hash(text: str, model: str, temperature: float, needed: int) -> str:
-    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}", needed])
+def _session_hash(text: str, model: str, temperature: float, needed: int, max_turns: int) -> str:
+    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}", needed, max_turns])
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -262,21 +278,24 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Contex
         if not session.turns:
             continue  # nothing to summarise; no call
         text = session_text(session)
-        digest = _session_hash(text, name, temperature, min_items(len(session.turns), ctx))
+        digest = _session_hash(text, name, temperature, min_items(len(session.turns), ctx),
+                               ctx.hymem_max_turns_per_item)
         old = ws.docs.get(namespace, SESSION_DOC, sid)
         ids = (old or {}).get("summary_ids") or []
         if old and old.get("hash") == digest and not old.get("fallback") and ids and len(index.get(ids)) == len(ids):
             continue  # unchanged, summarised and complete: zero calls, zero embeddings
 
         raw, failed, error = _summarise(ws, namespace, session, ctx, text, report, cache, model, name, temperature)
-        items, notes = link_items(ws, session, raw) if not failed else ([], [])
+        items, notes, released = (link_items(ws, session, raw, ctx.hymem_max_turns_per_item) if not failed
+                                  else ([], [], set()))
         if not items:
             failed, error = True, error or "no usable summary item"
             items = fallback_items(session)
         if failed:
             report.fallbacks.append(f"{sid}: summary fallback (one summary per turn): {error[:200]}")
-        elif ctx.hymem_turns_per_summary > 0:
-            items, unlinked = cover_unlinked(session, items)
+        elif ctx.hymem_turns_per_summary > 0 or released:
+            # With the density check off, only the turns the link cap took away get turn lines.
+            items, unlinked = cover_unlinked(session, items, None if ctx.hymem_turns_per_summary > 0 else released)
             if unlinked:
                 notes.append(f"{sid}: {len(unlinked)} turn(s) no summary links to, added as turn lines")
         report.fallbacks.extend(notes)

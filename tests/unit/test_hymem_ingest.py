@@ -188,3 +188,32 @@ def test_custom_turn_ids_link_summaries(data_dir: str) -> None:
                                                   "turn_ids": "[ann-cat], BOB-Q1, D1:1"}]})
     ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=model), methods=["hymem"])
     assert [s["turn_ids"] for s in load_summaries(open_workspace(data_dir), "ns").values()] == [["ann-cat", "bob-q1"]]
+
+
+TOPICS = [[("Ann", "I adopted a grey cat named Pixel last week"), ("Bob", "I ran the Berlin marathon on Sunday"),
+           ("Ann", "My sister moved to Porto for a bakery job"), ("Bob", "I am learning to play the cello"),
+           ("Ann", "Pixel the cat sleeps on my keyboard"), ("Bob", "The marathon took me four hours")]]
+GIST = {"items": [{"text": "Ann adopted a grey cat named Pixel",
+                   "turn_ids": ["D1:1", "D1:2", "D1:3", "D1:4", "D1:5", "D1:6"]}]}
+
+
+def test_an_item_listing_the_whole_session_keeps_its_most_similar_turns(data_dir: str) -> None:
+    model = ScriptedChatModel(default=GIST)
+    _, reports = ingest(data_dir, model, TOPICS, hymem_turns_per_summary=0, hymem_max_turns_per_item=2)
+    summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
+    assert summaries[0]["turn_ids"] == ["D1:1", "D1:5"]  # the two cat turns, in conversation order
+    # The four turns the cap took away are searchable again as their own turn lines.
+    assert [s["turn_ids"] for s in summaries[1:]] == [["D1:2"], ["D1:3"], ["D1:4"], ["D1:6"]]
+    assert summaries[1]["text"] == "[D1:2] Bob: I ran the Berlin marathon on Sunday"
+    assert any("item 0 listed 6 turns, kept the 2 most similar" in f for f in reports[-1].fallbacks)
+
+
+def test_link_cap_off_is_the_spec_and_changing_it_relinks_without_a_call(data_dir: str) -> None:
+    model = ScriptedChatModel(default=GIST)
+    ingest(data_dir, model, TOPICS, hymem_turns_per_summary=0, hymem_max_turns_per_item=0)
+    summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
+    assert [s["turn_ids"] for s in summaries] == [[f"D1:{k}" for k in range(1, 7)]]
+    _, again = ingest(data_dir, model, TOPICS, hymem_turns_per_summary=0, hymem_max_turns_per_item=2)
+    assert len(model.calls) == 1 and again[-1].cached_calls == 1  # the reply is reused; only the links change
+    ws = open_workspace(data_dir)
+    assert len(load_summaries(ws, "ns")) == 5 and ws.index(SUMMARY_KIND, "ns").count() == 5
