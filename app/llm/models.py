@@ -6,6 +6,7 @@ server on a free 127.0.0.1 port (stopped when the process exits). Models are cac
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -29,17 +30,43 @@ def _compat_class() -> type:
         context is full. OpenAI itself gets the payload unchanged.
         """
 
+        # Set on the embedded xllamacpp server's model only (settings.local_json_whitespace = "compact").
+        recollect_compact_json: bool = False
+
         def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
             base = str(self.openai_api_base or "")
             if base and "api.openai.com" not in base and "max_completion_tokens" in payload:
                 payload["max_tokens"] = payload["max_completion_tokens"]
+            if self.recollect_compact_json:
+                compact_json_grammar(payload)
             return payload
 
     return CompatChatOpenAI
 
 
-def _openai(base_url: str, api_key: str, model: str) -> BaseChatModel:
+# llguidance's JSON options: no free whitespace, one space after ':' and ','; only read at the schema's top level.
+COMPACT_JSON = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+
+
+def compact_json_grammar(payload: dict[str, Any]) -> None:
+    """Turn a `json_object` + schema response format into an llguidance grammar for compact JSON.
+
+    llama.cpp built with llguidance (the xllamacpp wheel is) reads a `grammar` that starts with
+    `%llguidance`; `%json` there takes a JSON schema whose top-level `x-guidance` sets the separators.
+    A payload without a schema (plain JSON mode, tool calls) is left as it is.
+    """
+    fmt = payload.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_object" or not isinstance(fmt.get("schema"), dict):
+        return
+    schema = {**fmt["schema"], "x-guidance": COMPACT_JSON}
+    payload.pop("response_format")
+    # Not an OpenAI parameter: the client passes `extra_body` through into the request JSON.
+    payload["extra_body"] = {**(payload.get("extra_body") or {}),
+                             "grammar": "%llguidance {}\nstart: %json " + json.dumps(schema)}
+
+
+def _openai(base_url: str, api_key: str, model: str, compact_json: bool = False) -> BaseChatModel:
     s = get_settings()
     return _compat_class()(
         base_url=base_url or None,
@@ -50,6 +77,7 @@ def _openai(base_url: str, api_key: str, model: str) -> BaseChatModel:
         max_retries=s.llm_max_retries,  # the OpenAI client backs off exponentially on transient errors
         max_tokens=s.llm_max_tokens,
         stream_usage=True,
+        recollect_compact_json=compact_json,
     )
 
 
@@ -83,7 +111,8 @@ def default_chat_model() -> BaseChatModel:
         model = _openai(s.llm_base_url, s.llm_api_key, s.llm_model)
     else:
         server = local_server()
-        model = _openai(server.base_url, "local", server.spec.alias)
+        compact = server.runtime == "xllamacpp" and s.local_json_whitespace == "compact"
+        model = _openai(server.base_url, "local", server.spec.alias, compact_json=compact)
     with _LOCK:
         _MODELS[key] = model
     return model
