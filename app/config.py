@@ -74,13 +74,13 @@ class Settings(BaseSettings):
     local_parallel: int = Field(default=1, ge=1, le=16)
     local_cache_ram_mib: int = Field(default=2048, ge=0)
     # JSON whitespace on the xllamacpp server. Its schema grammar lets a reply put any whitespace between
-    # JSON tokens, and the model then writes indented multi-line JSON (about a third more tokens on a small
-    # reply) that the compiled llama-cpp-python runtime's grammar never allowed: the dev slice's MemR3 went
-    # from 40.30 to 32.67 LoCoMo-F1 with the runtime switch alone. "compact" sends the same schema as an
-    # llguidance grammar with fixed separators (`{"a": 1, "b": [2, 3]}`), the shape the old runtime produced;
-    # "flexible" = the server's default. Only the embedded xllamacpp server gets it (an arbitrary
-    # OpenAI-compatible endpoint may not read llguidance grammars).
-    local_json_whitespace: Literal["compact", "flexible"] = "compact"
+    # JSON tokens, and the model writes indented multi-line JSON, which the compiled llama-cpp-python
+    # runtime's grammar never allowed (MemR3 on the dev slice: 40.30 LoCoMo-F1 there, 32.67 on xllamacpp).
+    # "compact" sends the schema as an llguidance grammar with fixed separators (`{"a": 1, "b": [2]}`), the
+    # old runtime's shape. Measured against it: on the first 3 dev questions MemR3 made 4-7 calls instead
+    # of 2-6 and generated 2-4x the tokens (533-1673 vs 123-453), so "flexible" (the server's own
+    # grammar) stays the default. Only the embedded xllamacpp server reads the compact grammar.
+    local_json_whitespace: Literal["compact", "flexible"] = "flexible"
     # CPU instruction set for the compiled llama-cpp-python runtime: "auto" = AVX-512 when /proc/cpuinfo
     # reports avx512f/bw/vl, else AVX2; never the native build (it emits AMX and dies with SIGILL here).
     local_cpu_flags: Literal["auto", "avx512", "avx2"] = "auto"

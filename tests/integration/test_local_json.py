@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
@@ -15,13 +18,24 @@ class Fact(BaseModel):
     years: list[int]
 
 
-def test_structured_reply_is_valid_and_compact_on_xllamacpp(chat_model) -> None:  # noqa: ANN001
-    msgs = [HumanMessage(content="Ann has had a cat since 2019 and again since 2021. Reply with JSON: person, "
-                                 "pet, years (the years named).")]
-    res = call_structured(chat_model, msgs, Fact, node="t", method="json_object_schema", max_tokens=60)
+MSGS = [HumanMessage(content="Ann has had a cat since 2019 and again since 2021. Reply with JSON: person, pet, "
+                             "years (the years named).")]
+
+
+def test_structured_reply_is_valid(chat_model) -> None:  # noqa: ANN001
+    res = call_structured(chat_model, MSGS, Fact, node="t", method="json_object_schema", max_tokens=60)
     assert res.value is not None and res.value.person, res.error
-    if get_settings().local_runtime == "xllamacpp" and get_settings().local_json_whitespace == "compact":
-        assert getattr(chat_model, "recollect_compact_json", False)
-        # Compact: fixed separators, no newlines or indentation between JSON tokens.
-        raw = chat_model.bind(**json_format_kwargs(Fact, "json_object_schema"), max_tokens=60).invoke(msgs).content
-        assert "\n" not in raw and raw.startswith('{"person": "'), raw
+
+
+def test_compact_grammar_gives_one_line_json_on_xllamacpp(chat_model) -> None:  # noqa: ANN001
+    if os.environ.get("RECOLLECT_LLM_BASE_URL") or get_settings().local_runtime != "xllamacpp":
+        pytest.skip("the compact llguidance grammar is for the embedded xllamacpp server")
+    from app.llm.models import _openai, local_server
+
+    server = local_server()
+    compact = _openai(server.base_url, "local", server.spec.alias, compact_json=True)
+    res = call_structured(compact, MSGS, Fact, node="t", method="json_object_schema", max_tokens=60)
+    assert res.value is not None and res.value.person, res.error
+    # Fixed separators, no newlines or indentation between JSON tokens (the server accepted the grammar).
+    raw = compact.bind(**json_format_kwargs(Fact, "json_object_schema"), max_tokens=60).invoke(MSGS).content
+    assert "\n" not in raw and raw.startswith('{"person": "'), raw
