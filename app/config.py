@@ -76,11 +76,12 @@ class Settings(BaseSettings):
     # JSON whitespace on the xllamacpp server. Its schema grammar lets a reply put any whitespace between
     # JSON tokens, and the model writes indented multi-line JSON, which the compiled llama-cpp-python
     # runtime's grammar never allowed (MemR3 on the dev slice: 40.30 LoCoMo-F1 there, 32.67 on xllamacpp).
-    # "compact" sends the schema as an llguidance grammar with fixed separators (`{"a": 1, "b": [2]}`), the
-    # old runtime's shape. Measured against it: on the first 3 dev questions MemR3 made 4-7 calls instead
-    # of 2-6 and generated 2-4x the tokens (533-1673 vs 123-453), so "flexible" (the server's own
-    # grammar) stays the default. Only the embedded xllamacpp server reads the compact grammar.
-    local_json_whitespace: Literal["compact", "flexible"] = "flexible"
+    # The other values send the schema as an llguidance grammar: "compact" with fixed separators
+    # (`{"a": 1, "b": [2]}`), "single_space" with at most one space between tokens (the old runtime's
+    # grammar). Neither brought MemR3 back: on its first dev questions its router retrieved far more
+    # (compact: 4-7 calls instead of 2-6 and 2-4x the generated tokens; single_space: 7-8 calls and
+    # 1,458-2,325 tokens against 2 calls and 123-291), so "flexible" (the server's own grammar) is the default.
+    local_json_whitespace: Literal["flexible", "compact", "single_space"] = "flexible"
     # CPU instruction set for the compiled llama-cpp-python runtime: "auto" = AVX-512 when /proc/cpuinfo
     # reports avx512f/bw/vl, else AVX2; never the native build (it emits AMX and dies with SIGILL here).
     local_cpu_flags: Literal["auto", "avx512", "avx2"] = "auto"

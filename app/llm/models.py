@@ -30,27 +30,32 @@ def _compat_class() -> type:
         context is full. OpenAI itself gets the payload unchanged.
         """
 
-        # Set on the embedded xllamacpp server's model only (settings.local_json_whitespace = "compact").
-        recollect_compact_json: bool = False
+        # The embedded xllamacpp server's model only: a key of JSON_WHITESPACE (settings.local_json_whitespace).
+        recollect_json_whitespace: str = ""
 
         def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
             base = str(self.openai_api_base or "")
             if base and "api.openai.com" not in base and "max_completion_tokens" in payload:
                 payload["max_tokens"] = payload["max_completion_tokens"]
-            if self.recollect_compact_json:
-                compact_json_grammar(payload)
+            if self.recollect_json_whitespace in JSON_WHITESPACE:
+                json_grammar(payload, JSON_WHITESPACE[self.recollect_json_whitespace])
             return payload
 
     return CompatChatOpenAI
 
 
-# llguidance's JSON options: no free whitespace, one space after ':' and ','; only read at the schema's top level.
-COMPACT_JSON = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+# llguidance's JSON whitespace options (read at the schema's top level only). compact: no free whitespace,
+# one space after ':' and ','. single_space: at most one space between JSON tokens, anywhere, which is
+# the grammar of the llama-cpp-python runtime (its JSON schema converter's `space ::= " "?`).
+JSON_WHITESPACE: dict[str, dict[str, Any]] = {
+    "compact": {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+    "single_space": {"whitespace_pattern": " "},
+}
 
 
-def compact_json_grammar(payload: dict[str, Any]) -> None:
-    """Turn a `json_object` + schema response format into an llguidance grammar for compact JSON.
+def json_grammar(payload: dict[str, Any], options: dict[str, Any]) -> None:
+    """Turn a `json_object` + schema response format into an llguidance grammar with these whitespace options.
 
     llama.cpp built with llguidance (the xllamacpp wheel is) reads a `grammar` that starts with
     `%llguidance`; `%json` there takes a JSON schema whose top-level `x-guidance` sets the separators.
@@ -59,14 +64,14 @@ def compact_json_grammar(payload: dict[str, Any]) -> None:
     fmt = payload.get("response_format")
     if not isinstance(fmt, dict) or fmt.get("type") != "json_object" or not isinstance(fmt.get("schema"), dict):
         return
-    schema = {**fmt["schema"], "x-guidance": COMPACT_JSON}
+    schema = {**fmt["schema"], "x-guidance": options}
     payload.pop("response_format")
     # Not an OpenAI parameter: the client passes `extra_body` through into the request JSON.
     payload["extra_body"] = {**(payload.get("extra_body") or {}),
                              "grammar": "%llguidance {}\nstart: %json " + json.dumps(schema)}
 
 
-def _openai(base_url: str, api_key: str, model: str, compact_json: bool = False) -> BaseChatModel:
+def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "") -> BaseChatModel:
     s = get_settings()
     return _compat_class()(
         base_url=base_url or None,
@@ -77,7 +82,7 @@ def _openai(base_url: str, api_key: str, model: str, compact_json: bool = False)
         max_retries=s.llm_max_retries,  # the OpenAI client backs off exponentially on transient errors
         max_tokens=s.llm_max_tokens,
         stream_usage=True,
-        recollect_compact_json=compact_json,
+        recollect_json_whitespace=json_whitespace,
     )
 
 
@@ -111,8 +116,8 @@ def default_chat_model() -> BaseChatModel:
         model = _openai(s.llm_base_url, s.llm_api_key, s.llm_model)
     else:
         server = local_server()
-        compact = server.runtime == "xllamacpp" and s.local_json_whitespace == "compact"
-        model = _openai(server.base_url, "local", server.spec.alias, compact_json=compact)
+        ws = s.local_json_whitespace if server.runtime == "xllamacpp" else ""
+        model = _openai(server.base_url, "local", server.spec.alias, json_whitespace=ws)
     with _LOCK:
         _MODELS[key] = model
     return model

@@ -33,7 +33,7 @@ def test_compact_grammar_gives_one_line_json_on_xllamacpp(chat_model) -> None:  
     from app.llm.models import _openai, local_server
 
     server = local_server()
-    compact = _openai(server.base_url, "local", server.spec.alias, compact_json=True)
+    compact = _openai(server.base_url, "local", server.spec.alias, json_whitespace="compact")
     res = call_structured(compact, MSGS, Fact, node="t", method="json_object_schema", max_tokens=60)
     assert res.value is not None and res.value.person, res.error
     # Fixed separators, no newlines or indentation between JSON tokens (the server accepted the grammar).

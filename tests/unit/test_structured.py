@@ -129,16 +129,16 @@ def test_embedded_server_gets_the_schema_as_a_compact_llguidance_grammar() -> No
 
     from langchain_core.messages import HumanMessage as H
 
-    from app.llm.models import COMPACT_JSON, _openai
+    from app.llm.models import JSON_WHITESPACE, _openai
     from app.llm.structured import json_format_kwargs
 
     fmt = json_format_kwargs(Pick, "json_object_schema")
-    compact = _openai("http://127.0.0.1:9/v1", "x", "m", compact_json=True)
+    compact = _openai("http://127.0.0.1:9/v1", "x", "m", json_whitespace="compact")
     payload = compact._get_request_payload([H(content="hi")], **fmt)
     assert "response_format" not in payload
     head, _, schema = payload["extra_body"]["grammar"].partition("\nstart: %json ")
     assert head == "%llguidance {}"
-    assert json.loads(schema) == {**Pick.model_json_schema(), "x-guidance": COMPACT_JSON}
+    assert json.loads(schema) == {**Pick.model_json_schema(), "x-guidance": JSON_WHITESPACE["compact"]}
     # Plain JSON mode has no schema to compile: left as it is; other endpoints never get a grammar.
     mode = compact._get_request_payload([H(content="hi")], **json_format_kwargs(Pick, "json_mode"))
     assert mode["response_format"] == {"type": "json_object"} and "extra_body" not in mode
