@@ -31,7 +31,8 @@ METHODS="${METHODS:-$ALL}"
 SET_ARGS=()
 for kv in ${SETTINGS:-}; do SET_ARGS+=(--set "$kv"); done
 
-# One data dir for every run of the slice, so memories are built once and shared by ablations.
+# One data dir for every run of the slice (unless DATA_DIR names another), so memories are built once and shared
+# by ablations of graph settings; the eval does not rebuild a namespace when only an ingestion setting changed.
 .venv/bin/python -m app.cli --data-dir "$DATA_DIR" eval --data "$DATA" \
   --methods "$METHODS" --conversations conv-26 conv-30 --max-sessions 3 --categories 1,2,4 --limit 8 \
   --judge none --out "$OUT" "${SET_ARGS[@]}"

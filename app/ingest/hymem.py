@@ -19,9 +19,9 @@ the turns it lists, the ones most similar to its text, so a one-line gist that l
 session does not mark them all as summarised; the turns it drops get turn lines like any unlinked turn.
 
 Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
-temperature, density, link cap) matches its stored doc is skipped with no LLM call and no embedding, unless it
-fell back to per-turn lines last time (then it is summarised again); otherwise the LLM reply is
-looked up in the content-hash cache first. Each session's docs are written in one transaction, and
+temperature, density, link cap) matches its stored doc is skipped with no LLM call and no embedding,
+unless it fell back to per-turn lines last time (then it is summarised again); otherwise the LLM reply
+is looked up in the content-hash cache first. Each session's docs are written in one transaction, and
 the session doc (the completion marker) is part of it, so a crash in the middle leaves the session
 unfinished and the next run redoes only that session.
 """
