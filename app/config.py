@@ -239,6 +239,14 @@ class Context:
                    "rewrite call, one call per window (compact_merged), or the spec's keyed JSON (json); "
                    "set at ingest")
     # --- end mra_ingest_format
+    # Improvement (spec: call B, an LLM cue extraction per window): "lexical" skips call B and takes each
+    # sentence's content words (no stopwords, at least 3 characters, at most 30) as its cues, plus the
+    # speaker. The 1.5B model's call B copied nearly every word of each sentence, "the" and "you"
+    # included, and was about a third of MRAgent's generated tokens at ingestion; the measured effect is
+    # in docs/mragent.md. "llm" = the spec. Ignored by compact_merged, whose cues come with call A.
+    mra_ingest_cues: Literal["lexical", "llm"] = setting(
+        "lexical", "MRAgent: cues from each sentence's content words, no call (lexical), or the spec's cue "
+                   "extraction call per window (llm); set at ingest")
     # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
     # short span with absolute dates, the rewrite MGRetrieval's spec ends with (graphs/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,

@@ -6,7 +6,7 @@ Each phase runs in its own processes (the runtime is a process-wide setting), on
 side by side (two llama.cpp servers on 2 cores slow each other by an order of magnitude):
 
 - `before`: llama-cpp-python compiled with the old AVX2 flags, and the old verbose ingestion formats
-  (`mra_ingest_format=json`, `mg_ingest_format=json`);
+  (`mra_ingest_format=json`, `mra_ingest_cues=llm`, `mg_ingest_format=json`);
 - `after`: the defaults (the prebuilt xllamacpp server with its prompt cache, compact ingestion formats).
 
 Per phase: (1) the server's limits: prefill and decode tokens/s, measured on a fresh prompt (nothing to
@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PHASES: dict[str, dict[str, Any]] = {
     "before": {"env": {"RECOLLECT_LOCAL_RUNTIME": "llama-cpp-python", "RECOLLECT_LOCAL_CPU_FLAGS": "avx2"},
-               "settings": ["mra_ingest_format=json", "mg_ingest_format=json",
+               "settings": ["mra_ingest_format=json", "mra_ingest_cues=llm", "mg_ingest_format=json",
                             # MGRetrieval's rounds as they were (issue 11 changed them; the spec's values)
                             "mg_assess_grounding=false", "mg_dense_fill=0", "mg_exhausted_fallback=stop",
                             "mg_keep_critical_when_none=false", "mg_rewrite_keep_draft=false"]},

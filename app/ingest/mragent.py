@@ -92,10 +92,13 @@ def cue_relation(a: frozenset[str], b: frozenset[str], jaccard: float) -> str | 
 
 
 def fallback_cues(text: str, limit: int = FALLBACK_CUES) -> list[str]:
-    """Non-stopword tokens of at least 3 characters, in order, deduplicated."""
+    """Non-stopword tokens of at least 3 characters, in order, deduplicated. A contraction of a
+    stopword ("I'm", "it's", "don't") counts as a stopword."""
     out: list[str] = []
     for tok in re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", text or ""):
         low = tok.lower().strip("'-")
+        if low.split("'")[0] in STOPWORDS:
+            continue
         if len(low) >= 3 and low not in STOPWORDS and low not in (o.lower() for o in out):
             out.append(tok.strip("'-"))
         if len(out) >= limit:
@@ -470,9 +473,10 @@ def validate_rewrite(
 
 
 def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True,
-               numbers: dict[str, str] | None = None) -> list[str]:
+               numbers: dict[str, str] | None = None, fallback_limit: int = FALLBACK_CUES) -> list[str]:
     """Call B's validation: unknown ids dropped, non-verbatim cues discarded, at most 30 kept,
-    fallback tokens for a sentence left without cues, and the speaker's name always added.
+    fallback tokens (at most `fallback_limit`) for a sentence left without cues, and the speaker's
+    name always added.
 
     `numbers` (the compact format) maps the sentence numbers shown in the prompt to event ids."""
     notes: list[str] = []
@@ -521,7 +525,7 @@ def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept
     for eid, ev in events.items():
         cues = got.get(eid) or []
         if not cues:
-            cues = fallback_cues(ev["rewritten"])
+            cues = fallback_cues(ev["rewritten"], fallback_limit)
             fallback.append(eid)
         if ev["speaker"] and ev["speaker"].lower() not in (c.lower() for c in cues):
             cues = [*cues, ev["speaker"]]
@@ -624,10 +628,14 @@ def _build_session(
         report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
         topic_next += len(res.topics)
 
-        # Call B, or (compact_merged) the cues call A wrote, through the same validation.
+        # Call B, or (compact_merged) the cues call A wrote, or (lexical) no call: every sentence then
+        # takes its content words, all of them up to the spec's 30, through the same validation.
+        fallback_limit = FALLBACK_CUES
         if fmt.merged and res.cues:
             reply_b: CueReply | None = CueReply(sentences=[CueItem(id=eid, cues=c) for eid, c in res.cues.items()])
             sentence_numbers = None
+        elif ctx.mra_ingest_cues == "lexical" and not fmt.merged:
+            reply_b, sentence_numbers, fallback_limit = None, None, MAX_CUES
         else:
             if fmt.merged and reply_a is not None:
                 report.fallbacks.append(f"{where}: the merged rewrite wrote no cues; cue extraction call made")
@@ -645,7 +653,7 @@ def _build_session(
             if reply_b is None:
                 report.fallbacks.append(f"{where}: cue extraction failed ({(err_b or '')[:120]}); token fallback")
         report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events, ctx.mra_cues_accept_turn_ids,
-                                                                     sentence_numbers))
+                                                                     sentence_numbers, fallback_limit))
         events.update(res.events)
         topics.update(res.topics)
         facts.extend(res.facts)
@@ -690,10 +698,15 @@ def _stamp(ws: Workspace, namespace: str) -> str:
 
 
 def _session_hash(session: Session, ctx: Context) -> str:
-    """The session stamp: a session is rebuilt when its content, window size or reply format changes
-    (the json stamp keeps its earlier form, so graphs built before the format setting stay valid)."""
+    """The session stamp: a session is rebuilt when its content, window size, reply format or cue
+    source changes (the stamps keep their earlier form for the json format and for LLM cues, so graphs
+    built before those settings stay valid). A rebuild reads call A from the LLM cache."""
     base = f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
-    return base if ctx.mra_ingest_format == "json" else f"{base}:{ctx.mra_ingest_format}"
+    if ctx.mra_ingest_format != "json":
+        base = f"{base}:{ctx.mra_ingest_format}"
+    if ctx.mra_ingest_cues == "lexical" and ctx.mra_ingest_format != "compact_merged":
+        base = f"{base}:lexical"
+    return base
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:

@@ -25,7 +25,10 @@ def build_params(args: argparse.Namespace):  # -> xllamacpp.CommonParams (untype
     p = xllamacpp.CommonParams()
     p.model.path = args.model
     p.model_alias = {args.alias}
-    p.hostnames = ["127.0.0.1"]
+    if hasattr(p, "hostnames"):
+        p.hostnames = ["127.0.0.1"]
+    else:  # releases before 2026.10 take one host (benchmarks/runtime_numerics.py serves them)
+        p.hostname = "127.0.0.1"
     p.port = args.port
     p.n_parallel = args.parallel
     # Each slot gets n_ctx / n_parallel unless the KV cache is unified; unified lets one long prompt use

@@ -148,6 +148,8 @@ def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, n
     model = model or ingest_model()
     if isinstance(model.default, IngestFake):
         model.default.sessions = conv.sessions
+    # The acceptance behaviours are call B's (the spec's cue extraction); lexical cues have their own tests.
+    ctx_kw.setdefault("mra_ingest_cues", "llm")
     ctx = Context(data_dir=data_dir, chat_model=model, **ctx_kw)
     reports = ingest_conversation(conv, namespace, ctx, methods=["mragent"])
     return ctx, reports[-1]

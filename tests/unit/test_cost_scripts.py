@@ -17,7 +17,7 @@ from app.config import Context
 from app.ingest.mgretrieval import DOC_TURN
 from app.ingest.pipeline import ingest_conversation
 from app.memory.workspace import open_workspace
-from benchmarks import devslice, mgretrieval_cost, mragent_cost
+from benchmarks import devslice, mgretrieval_cost, mragent_cost, runtime_numerics
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import call_kind
 from tests.unit.mragent_fakes import SESSIONS as MRA_SESSIONS
@@ -48,7 +48,7 @@ def test_mragent_fake_answers_the_format_asked_for(data_dir: str, fmt: str, call
     from app.ingest.mragent import CueTagGraph
 
     model = mragent_cost.scripted_model()
-    ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt)
+    ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
     report = ingest_conversation(make_conversation(MRA_SESSIONS), "ns", ctx, methods=["mragent"])[-1]
     assert report.fallbacks == []
     assert len(model.calls) == calls_per_session * len(MRA_SESSIONS)
@@ -94,3 +94,25 @@ def test_a_scripted_run_stops_when_ingestion_falls_back() -> None:
         devslice.check_scripted_ingestion(argparse.Namespace(scripted=True), build)
     devslice.check_scripted_ingestion(argparse.Namespace(scripted=False), build)  # a real run reports them
     devslice.check_scripted_ingestion(argparse.Namespace(scripted=True), SimpleNamespace(fallbacks=[]))
+
+
+def test_runtime_numerics_compares_replies_pairwise(tmp_path: Any) -> None:
+    import json
+
+    def run_file(name: str, texts: list[str]) -> str:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"runtime": name, "replies": [{"prompt_tokens": 10 + i, "text": t}
+                                                                  for i, t in enumerate(texts)]}))
+        return str(path)
+
+    files = [run_file("a", ["- May 8: group", "same"]), run_file("b", ["- May 9: group", "same"]),
+             run_file("c", ["- May 8: group", "other"])]
+    report = tmp_path / "report"
+    runtime_numerics.compare(argparse.Namespace(compare=files, report=str(report)))
+    pairs = json.loads((report / "numerics.json").read_text())["pairs"]
+    assert [(p["a"], p["b"], p["identical"]) for p in pairs] == [("a", "b", 1), ("a", "c", 1), ("b", "c", 0)]
+    assert pairs[0]["chars_before_first_difference"] == [6, 4] and pairs[0]["reply_chars_a"] == [14, 4]
+    assert "| a | b | 1 of 2 | 6 (14), 4 (4) |" in (report / "numerics.md").read_text()
+    other = run_file("d", ["x"])
+    with pytest.raises(SystemExit, match="saw different prompts"):  # a different number of prompts
+        runtime_numerics.compare(argparse.Namespace(compare=[files[0], other], report=str(report)))

@@ -12,6 +12,8 @@ import pytest
 from app.config import Context
 from app.ingest.mragent import (
     FORMATS,
+    MAX_CUES,
+    STOPWORDS,
     CompactCueReply,
     CompactRewriteReply,
     CueReply,
@@ -19,6 +21,7 @@ from app.ingest.mragent import (
     RewriteReply,
     apply_cues,
     compact_rewrite_schema,
+    fallback_cues,
     validate_rewrite,
 )
 from app.ingest.pipeline import ingest_conversation
@@ -119,6 +122,7 @@ def build(path: Path, fmt: str, replies: list[Any], **ctx_kw: Any) -> tuple[CueT
     """Ingest the realistic window in `fmt` with scripted replies; tokens are estimated from the texts."""
     model = ScriptedChatModel(script=list(replies), with_usage=False)
     conv = make_conversation([TURNS], captions=CAPTIONS)
+    ctx_kw.setdefault("mra_ingest_cues", "llm")  # these are call B's formats; lexical cues make no call B
     ctx = Context(data_dir=str(path), chat_model=model, mra_ingest_format=fmt, **ctx_kw)
     report = ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
     return CueTagGraph.load(open_workspace(str(path)), "ns"), report, model
@@ -241,7 +245,7 @@ def test_format_is_part_of_the_cache_key_and_the_session_stamp(data_dir: str) ->
     model = ScriptedChatModel(script=[*json_replies(), *compact_replies()])
 
     def run(fmt: str) -> Any:
-        ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt)
+        ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
         return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
 
     first, second, third, again = run("json"), run("compact"), run("json"), run("json")
@@ -289,7 +293,7 @@ def test_compact_prompts_put_the_instructions_first(tmp_path: Path) -> None:
     sessions = [TURNS[:6], TURNS[6:]]
     model = ScriptedChatModel(script=[*compact_replies(), *compact_replies()])
     conv = make_conversation(sessions)
-    ctx = Context(data_dir=str(tmp_path), chat_model=model)  # the default format is compact
+    ctx = Context(data_dir=str(tmp_path), chat_model=model, mra_ingest_cues="llm")  # the default format is compact
     assert ctx.mra_ingest_format == "compact"
     ingest_conversation(conv, "ns", ctx, methods=["mragent"])
     prompts = model.prompts()
@@ -299,3 +303,48 @@ def test_compact_prompts_put_the_instructions_first(tmp_path: Path) -> None:
         assert second.startswith(static)
         assert "Reply with one JSON object" in static
     assert "1 | Maya: Hey Leo!" in prompts[0] and "D1:1" not in prompts[0]
+
+
+def test_lexical_cues_make_no_cue_call_and_keep_each_sentences_content_words(tmp_path: Path) -> None:
+    """`mra_ingest_cues=lexical` (the default): call A only; each sentence's cues are its content words
+    (verbatim, no stopwords, up to the spec's 30) plus the speaker, through the same cue index."""
+    rewrite, _ = compact_replies()
+    assert Context().mra_ingest_cues == "lexical"
+    g, report, model = build(tmp_path, "compact", [rewrite], mra_ingest_cues="lexical")
+    assert len(model.calls) == report.llm_calls == 1
+    assert str(model.calls[0]["messages"][0].content).startswith("Rewrite this conversation")
+    assert not any("keywords" in f or "cue extraction" in f for f in report.fallbacks)
+    ev = g.events["D1:11-1"]
+    assert ev["rewritten"] == "Maya thanked Leo because the movers cancelled on Maya last week."
+    assert ev["cues"] == ["Maya", "thanked", "Leo", "because", "movers", "cancelled", "last", "week"]
+    for ev in g.events.values():
+        assert ev["cues"][:-1] == fallback_cues(ev["rewritten"], MAX_CUES) or ev["speaker"] in ev["cues"][:-1]
+        assert ev["speaker"] in ev["cues"]
+        assert not {c.lower() for c in ev["cues"]} & STOPWORDS
+    assert "D1:11-1" in [e for ids in g.cues["movers"]["tags"].values() for e in ids]
+
+
+def test_switching_the_cue_source_relinks_from_the_cached_rewrite(data_dir: str) -> None:
+    """The cue source is part of the session stamp: llm → lexical rebuilds with no call (call A comes
+    from the cache), and lexical → llm reads call B from the cache too."""
+    conv = make_conversation([TURNS], captions=CAPTIONS)
+    model = ScriptedChatModel(script=compact_replies())
+
+    def run(cues: str) -> Any:
+        ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_cues=cues)
+        return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
+
+    first = run("llm")
+    llm_cues = CueTagGraph.load(open_workspace(data_dir), "ns").events["D1:4-1"]["cues"]
+    second = run("lexical")
+    lexical_cues = CueTagGraph.load(open_workspace(data_dir), "ns").events["D1:4-1"]["cues"]
+    third, again = run("llm"), run("llm")
+    assert (first.llm_calls, second.llm_calls, third.llm_calls, again.llm_calls) == (2, 0, 0, 0)
+    assert (second.sessions, third.sessions, again.sessions) == (1, 1, 0)
+    assert llm_cues == ["Leo", "training", "city half marathon", "next month"]
+    assert lexical_cues == ["Leo", "training", "city", "half", "marathon", "next", "month"]
+    assert CueTagGraph.load(open_workspace(data_dir), "ns").events["D1:4-1"]["cues"] == llm_cues
+
+
+def test_content_words_skip_contractions_of_stopwords() -> None:
+    assert fallback_cues("I'm sure it's Maya's cat, don't worry", MAX_CUES) == ["sure", "Maya's", "cat", "worry"]
