@@ -197,6 +197,12 @@ class Context:
     # evidence), the draft is the answer. False = the spec.
     memr3_prefer_grounded_draft: bool = setting(
         True, "MemR3: use the router's grounded draft when the answer call finds nothing")
+    # Improvement (spec: the answer call's reply is final): one more call rewrites the answer into a short
+    # span with absolute dates (graphs/answer_rewrite.py, as MRAgent's `mra_answer_rewrite`). The 1.5B
+    # model's MemR3 answers keep relative times and ISO dates ("last week", "2023-05-25"), which
+    # LoCoMo-F1 scores 0 against "9 June, 2023"; the measured effect is in docs/memr3.md.
+    memr3_answer_rewrite: bool = setting(
+        False, "MemR3: rewrite the answer into a short span with one more call (false = spec)")
 
     # Baselines
     rag_top_k: int = setting(5, "rag baseline: chunks retrieved for the question", ge=1)

@@ -26,11 +26,12 @@ from pydantic import BaseModel, Field, create_model, field_validator
 from app.config import Context
 from app.llm.models import get_chat_model
 from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens
+from app.llm.usage import estimate_tokens, merge_usage
 from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
 from app.turn_ids import TurnIdMatcher
+from graphs.answer_rewrite import rewrite_answer
 from graphs.common import (
     NO_INFO,
     AnswerReply,
@@ -50,6 +51,9 @@ DECISIONS = ("retrieve", "reflect", "answer")
 # Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets
 # the router write 6, so the tracker stays within about twice the spec's size.
 MAX_CARRIED_EVIDENCE = 6
+
+
+REWRITE_MEMORIES = 4  # turns shown to the answer rewrite: enough for dates, few prompt tokens
 
 
 def _list_cap(items: int, chars: int) -> dict[str, Any]:
@@ -360,12 +364,22 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     # A foreign retriever has no turn store: the snippet, or the evidence bullet citing a turn, is its text.
     texts = {t: b for b in reversed(evidence) for t in matcher.find(b)}
     texts.update({t: s["text"] for s in state.get("memr3_snippets") or [] for t in s["turn_ids"]})
+    critical = critical_from_turns(ctx, state["namespace"], supports, fallback=texts)
+    usage, rewrite_note = res.usage, {}
+    if ctx.memr3_answer_rewrite and not is_no_info(text):
+        # Our addition (false = spec): the span rewrite MRAgent and MGRetrieval end with, shown the
+        # turns the answer rests on with their dates, so "last week" or "2023-05-25" becomes a date.
+        rewritten = rewrite_answer(ctx, question, text, critical[:REWRITE_MEMORIES], node="rewrite_answer")
+        usage = merge_usage(usage, rewritten.usage)
+        rewrite_note = {"draft": text, **{f"rewrite_{k}" if k != "fallback_rule" else k: v
+                                          for k, v in rewritten.note.items()}}
+        text = rewritten.answer
     return {
         "answer": text,
         "supports": supports,
-        "critical_memories": critical_from_turns(ctx, state["namespace"], supports, fallback=texts),
-        "usage": res.usage,
-        "trace": emit("answer", answer=text, answer_from=source, supports=supports,
+        "critical_memories": critical,
+        "usage": usage,
+        "trace": emit("answer", answer=text, answer_from=source, supports=supports, **rewrite_note,
                       turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
                       supports_from="answer text found in shown turns" if grounded and supports else None,
                       **(res.failure_note() if not reply else {})),

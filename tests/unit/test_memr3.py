@@ -21,6 +21,7 @@ from app.llm.scripted import ScriptedChatModel, scripted
 from app.memory.embeddings import HashEmbeddings
 from app.memory.retriever import MaskedRetriever
 from app.memory.workspace import open_workspace
+from graphs.common import is_no_info
 from graphs.memr3 import graph
 from tests.unit.helpers import make_conversation, nodes, run_graph
 
@@ -53,7 +54,9 @@ def by_kind(router_reply: dict[str, Any]) -> Any:
 def ctx(data_dir: str) -> Context:
     conv = make_conversation([[("Ann", t) for t in TOPICS[:4]], [("Bob", t) for t in TOPICS[4:]]],
                              captions={"D1:1": "a grey cat on a sofa"})
-    c = Context(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none")
+    # The spec's answer step (no span rewrite): these tests count and script every call.
+    c = Context(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
+                memr3_answer_rewrite=False)
     ingest_conversation(conv, "ns", c, methods=["memr3"])
     return c
 
@@ -413,3 +416,28 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None
     assert first["iteration"] == second["iteration"] == 5  # the budget is not already spent
     assert [r["query_text"] for r in second["trace"] if r["node"] == "retrieve"][0] == "Which city did Ann move to?"
     assert [m.content for m in second["messages"] if m.type == "human"] == [Q, "Which city did Ann move to?"]
+
+
+def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: Context) -> None:
+    """`memr3_answer_rewrite`: one more call, shown the cited turns with their dates; the trace keeps
+    the answer call's reply as `draft`. A no-information answer makes no rewrite call."""
+    model = scripted([route("answer", evidence=["[D1:1] Ann adopted Pixel"]),
+                      {"answer": "last week", "supports": ["D1:1"]}, {"answer": "24 April 2023"}])
+    out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_rewrite=True), "ns", Q)
+    assert out["answer"] == "24 April 2023" and out["supports"] == ["D1:1"]
+    record = out["trace"][-1]
+    assert record["node"] == "answer" and record["draft"] == "last week"
+    rewrite_prompt = model.prompts()[-1]
+    assert "Draft answer: last week" in rewrite_prompt and "[D1:1] (10:00 am on 1 May, 2023)" in rewrite_prompt
+    assert len(model.calls) == 3
+
+    none = scripted([route("answer"), {"answer": "No information available", "supports": []}])
+    out, _ = run_graph(graph, with_model(ctx, none, memr3_answer_rewrite=True), "ns", Q)
+    assert is_no_info(out["answer"]) and len(none.calls) == 2 and "draft" not in out["trace"][-1]
+
+
+def test_a_rewrite_that_drops_the_answer_keeps_it(ctx: Context) -> None:
+    model = scripted([route("answer"), {"answer": "Pixel", "supports": ["D1:1"]},
+                      {"answer": "No information available"}])
+    out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_rewrite=True), "ns", Q)
+    assert out["answer"] == "Pixel" and out["trace"][-1]["fallback_rule"].startswith("the rewrite dropped")
