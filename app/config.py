@@ -200,7 +200,9 @@ class Context:
     # Improvement (spec: the answer call's reply is final): one more call rewrites the answer into a short
     # span with absolute dates (graphs/answer_rewrite.py, as MRAgent's `mra_answer_rewrite`). The 1.5B
     # model's MemR3 answers keep relative times and ISO dates ("last week", "2023-05-25"), which
-    # LoCoMo-F1 scores 0 against "9 June, 2023"; the measured effect is in docs/memr3.md.
+    # LoCoMo-F1 scores 0 against "9 June, 2023". Measured on the dev slice: 32.66 -> 34.01 LoCoMo-F1, but
+    # only 2 of 16 answers changed, both by copying the rewrite prompt's example, so the default stays off
+    # (benchmarks/reports/eval_dev_memr3_rewrite/).
     memr3_answer_rewrite: bool = setting(
         False, "MemR3: rewrite the answer into a short span with one more call (false = spec)")
 
