@@ -24,6 +24,7 @@ from graphs.common import NO_INFO, echoes_question, is_no_info, messages
 
 PROMPTS = "common"
 MAX_TOKENS = 60  # a span, never a paragraph
+REWRITE_MEMORIES = 4  # memories shown after a graph's own answer: enough for dates, few prompt tokens
 
 
 class RewriteReply(BaseModel):
@@ -37,6 +38,11 @@ class Rewritten:
     answer: str  # the rewrite, or the draft when the rewrite was rejected or failed
     usage: dict[str, Any] = field(default_factory=dict)
     note: dict[str, Any] = field(default_factory=dict)  # trace fields: fallback rule, failure, rejected reply
+
+    def trace_fields(self, draft: str) -> dict[str, Any]:
+        """The answer record's fields when a graph rewrites its own answer: the draft, then the note's
+        fields prefixed `rewrite_` (the fallback rule keeps its name, as every answer record has it)."""
+        return {"draft": draft, **{k if k == "fallback_rule" else f"rewrite_{k}": v for k, v in self.note.items()}}
 
 
 def memory_line(mem: dict[str, Any]) -> str:

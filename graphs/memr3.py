@@ -31,7 +31,7 @@ from app.prompts import load_prompt, render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
 from app.turn_ids import TurnIdMatcher
-from graphs.answer_rewrite import rewrite_answer
+from graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from graphs.common import (
     NO_INFO,
     AnswerReply,
@@ -51,9 +51,6 @@ DECISIONS = ("retrieve", "reflect", "answer")
 # Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets
 # the router write 6, so the tracker stays within about twice the spec's size.
 MAX_CARRIED_EVIDENCE = 6
-
-
-REWRITE_MEMORIES = 4  # turns shown to the answer rewrite: enough for dates, few prompt tokens
 
 
 def _list_cap(items: int, chars: int) -> dict[str, Any]:
@@ -371,8 +368,7 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         # turns the answer rests on with their dates, so "last week" or "2023-05-25" becomes a date.
         rewritten = rewrite_answer(ctx, question, text, critical[:REWRITE_MEMORIES], node="rewrite_answer")
         usage = merge_usage(usage, rewritten.usage)
-        rewrite_note = {"draft": text, **{f"rewrite_{k}" if k != "fallback_rule" else k: v
-                                          for k, v in rewritten.note.items()}}
+        rewrite_note = rewritten.trace_fields(text)
         text = rewritten.answer
     return {
         "answer": text,

@@ -37,7 +37,7 @@ from app.mragent.tools import ToolContext, error_result, execute, structured_too
 from app.prompts import render_prompt
 from app.state import InputState, MemoryState, OutputState
 from app.trace import emit
-from graphs.answer_rewrite import rewrite_answer
+from graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from graphs.common import (
     NO_INFO,
     is_no_info,
@@ -46,7 +46,6 @@ from graphs.common import (
 )
 
 P = "mragent"
-REWRITE_MEMORIES = 4  # memories shown to the answer rewrite: enough for dates, few prompt tokens
 
 
 def _graph(ctx: Context, namespace: str) -> CueTagGraph:
@@ -318,8 +317,7 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         rewritten = rewrite_answer(ctx, state["question"], text, shown_mems, node="rewrite_answer")
         text = rewritten.answer
         usage = merge_usage(usage, rewritten.usage)
-        note.update(draft=draft_text, **{f"rewrite_{k}" if k != "fallback_rule" else k: v
-                                         for k, v in rewritten.note.items()})
+        note.update(rewritten.trace_fields(draft_text))
     for candidate in dict.fromkeys([text, draft_text]):  # the span first: it is likelier to occur verbatim
         if supports or not candidate or is_no_info(candidate):
             break
