@@ -97,9 +97,9 @@ def fallback_cues(text: str, limit: int = FALLBACK_CUES) -> list[str]:
     out: list[str] = []
     for tok in re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", text or ""):
         low = tok.lower().strip("'-")
-        if low.split("'")[0] in STOPWORDS:
+        if low.split("'")[0] in STOPWORDS:  # covers the plain stopword too ("the".split("'")[0] == "the")
             continue
-        if len(low) >= 3 and low not in STOPWORDS and low not in (o.lower() for o in out):
+        if len(low) >= 3 and low not in (o.lower() for o in out):
             out.append(tok.strip("'-"))
         if len(out) >= limit:
             break
@@ -588,6 +588,12 @@ FORMATS = {
 }
 
 
+def lexical_cues(ctx: Context) -> bool:
+    """Whether sentences take their content words as cues with no call B (`mra_ingest_cues`); the
+    merged format's cues come with call A, so the setting does not apply to it."""
+    return ctx.mra_ingest_cues == "lexical" and not FORMATS[ctx.mra_ingest_format].merged
+
+
 def _cap(cap: tuple[int, int, int], n: int) -> int:
     base, per, ceiling = cap
     return min(ceiling, base + per * n)
@@ -634,7 +640,7 @@ def _build_session(
         if fmt.merged and res.cues:
             reply_b: CueReply | None = CueReply(sentences=[CueItem(id=eid, cues=c) for eid, c in res.cues.items()])
             sentence_numbers = None
-        elif ctx.mra_ingest_cues == "lexical" and not fmt.merged:
+        elif lexical_cues(ctx):
             reply_b, sentence_numbers, fallback_limit = None, None, MAX_CUES
         else:
             if fmt.merged and reply_a is not None:
@@ -704,7 +710,7 @@ def _session_hash(session: Session, ctx: Context) -> str:
     base = f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
     if ctx.mra_ingest_format != "json":
         base = f"{base}:{ctx.mra_ingest_format}"
-    if ctx.mra_ingest_cues == "lexical" and ctx.mra_ingest_format != "compact_merged":
+    if lexical_cues(ctx):
         base = f"{base}:lexical"
     return base
 
