@@ -17,14 +17,10 @@ pinned one): the server process gets that folder first on its PYTHONPATH.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Iterator
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -46,40 +42,20 @@ def prompts(data: str) -> list[str]:
     return out
 
 
-@contextlib.contextmanager
-def server(xllamacpp_dir: str | None) -> Iterator[tuple[str, str]]:
-    """(base URL, model alias) of a running server: the configured runtime, or xllamacpp from a folder."""
-    from app.config import get_settings
-    from app.llm.local_runtime import MODELS, LocalServer, free_port, model_path
+def server(xllamacpp_dir: str | None) -> Any:  # -> LocalServer, not started
+    """The configured runtime's server, or (a folder given) the xllamacpp release installed there."""
+    from app.llm.local_runtime import LocalServer
 
     if xllamacpp_dir is None:
-        with LocalServer() as srv:
-            yield srv.base_url, srv.spec.alias
-        return
-    s = get_settings()
-    spec, port = MODELS[s.local_model], free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([xllamacpp_dir, str(ROOT)])}
-    cmd = [sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), "app.llm.xllamacpp_server",
-           "--model", str(model_path(s.local_model)), "--alias", spec.alias, "--port", str(port),
-           "--n-ctx", str(s.local_n_ctx), "--threads", str(s.local_threads)]
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}/v1"
-        for _ in range(360):
-            if proc.poll() is not None:
-                raise SystemExit(f"the server from {xllamacpp_dir} exited with {proc.returncode}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/models", timeout=2):
-                break
-            time.sleep(0.5)
-        yield url, spec.alias
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        return LocalServer()
+    return LocalServer(runtime="xllamacpp",
+                       extra_env={"PYTHONPATH": os.pathsep.join([xllamacpp_dir, str(ROOT)])})
 
 
 def run(args: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
-    with server(args.xllamacpp_dir) as (url, alias):
+    with server(args.xllamacpp_dir) as srv:
+        url, alias = srv.base_url, srv.spec.alias
         for i, p in enumerate(prompts(args.data), start=1):
             body = {"model": alias, "messages": [{"role": "user", "content": p}], "max_tokens": 100, "temperature": 0}
             req = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode(),

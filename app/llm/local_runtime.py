@@ -284,9 +284,13 @@ def free_port() -> int:
 class LocalServer:
     """A llama.cpp OpenAI-compatible server on a free 127.0.0.1 port, stopped on exit."""
 
-    def __init__(self, size: str | None = None, runtime: str | None = None) -> None:
+    def __init__(self, size: str | None = None, runtime: str | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.size = size or get_settings().local_model
         self.runtime = runtime or get_settings().local_runtime
+        # Set for the server process only, e.g. a PYTHONPATH that puts another xllamacpp release first
+        # (benchmarks/runtime_numerics.py); this process keeps the venv's pinned one.
+        self.extra_env = dict(extra_env or {})
         self.spec = MODELS[self.size]
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -307,7 +311,8 @@ class LocalServer:
         self._log = open(logs / f"llama-server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         # The guard stops the server if this process dies without cleaning up (SIGKILL).
         cmd = [sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), *self._server_args()]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, **self.extra_env} if self.extra_env else None)
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from argparse import Namespace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,32 @@ def test_speed_report_from_two_phases(tmp_path: Path) -> None:
     # each phase says when and at which commit it ran (a resumed report may combine two runs)
     assert "The before phase ran on 2026-11-23T06:00:00+00:00 at commit 0123456789ab." in md
     assert "The after phase ran on 2026-11-23T05:00:00+00:00 at commit fedcba987654." in md
+
+
+@pytest.mark.parametrize("extra", [{}, {"PYTHONPATH": "/opt/other-xllamacpp"}])
+def test_extra_env_reaches_the_server_process_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                   extra: dict[str, str]) -> None:
+    seen: dict[str, Any] = {}
+
+    class Exited:
+        returncode, pid = 1, 0
+
+        def __init__(self, cmd: list[str], **kw: Any) -> None:
+            seen.update(kw)
+
+        def poll(self) -> int:
+            return 1
+
+    monkeypatch.setattr(lr, "runtime_installed", lambda *a: True)
+    monkeypatch.setattr(lr, "model_verified", lambda *a: True)
+    monkeypatch.setattr(lr, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(lr.subprocess, "Popen", Exited)
+    srv = lr.LocalServer(runtime="xllamacpp", extra_env=extra)
+    with pytest.raises(lr.LocalModelError, match="exited with 1"):
+        srv.start()
+    srv.stop()
+    if extra:
+        assert seen["env"]["PYTHONPATH"] == "/opt/other-xllamacpp" and seen["env"]["PATH"] == os.environ["PATH"]
+        assert os.environ.get("PYTHONPATH") != "/opt/other-xllamacpp"
+    else:
+        assert seen["env"] is None  # inherits this process's environment
