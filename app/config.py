@@ -159,6 +159,13 @@ class Context:
         env="llm_max_prompt_tokens", description="Token budget of one prompt's memory section", ge=1)
     structured_method: StructuredMethod = setting(
         env="llm_structured_method", description="How replies are bound to their JSON schema (auto: by endpoint)")
+    # Every graph's prompt asks for absolute dates, and the 1.5B model often keeps the speaker's "next
+    # month" or writes "2023-05-25". True: the last step of every graph (finish_question) rewrites them
+    # deterministically against the session date of the turn that says them (app/answer_dates.py),
+    # and the trace's `absolute_dates` record shows each change. False = the model's answer as it is.
+    answer_absolute_dates: bool = setting(
+        True, "Every graph: write relative times and ISO dates in the answer as absolute dates, against "
+              "the date of the turn that says them (false = the model's answer unchanged)")
     # Injected chat models (tests, applications). None = built from Settings.
     chat_model: Any = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected chat model (Python only); None = the configured endpoint"})

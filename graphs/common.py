@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import BaseModel, Field, field_validator
 
+from app.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from app.config import Context
 from app.ingest.chunks import chunk_index
 from app.llm.lenient import Text
@@ -23,6 +24,7 @@ from app.llm.structured import extract_json
 from app.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from app.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
 from app.state import MemoryState
+from app.trace import emit, shown_turn_ids
 from app.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 
 NO_INFO = "No information available"
@@ -258,13 +260,53 @@ def start_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
     return update
 
 
-def finish_question(state: MemoryState) -> dict[str, Any]:
-    """Append the answer to the thread's conversation, its supports in the message's metadata."""
+def _dated_turns(ctx: Context, state: MemoryState, ids: Iterable[str]) -> dict[str, DatedTurn]:
+    """The turns `ids` with their session dates: from the turn store, or for a foreign retriever from
+    the critical memories (which carry a date only if the retriever's documents had one)."""
+    if ctx.retriever is None:
+        turns = workspace(ctx).turns(state["namespace"])
+        return {t: DatedTurn(t, turns[t].full_text, parse_day(turns[t].date_time)) for t in ids if t in turns}
+    mems = {str(m.get("id")): m for m in state.get("critical_memories") or []}
+    return {t: DatedTurn(t, str(mems[t].get("text", "")), parse_day(mems[t].get("date") or mems[t].get("date_time")))
+            for t in ids if t in mems}
+
+
+def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tuple[str, dict[str, Any] | None]:
+    """The answer with relative times and ISO dates made absolute (app.answer_dates), and the trace
+    record of what changed; (answer, None) when nothing did and nothing was left unresolved."""
+    phrases = relative_phrases(answer)
+    reference, why = None, None
+    if phrases:
+        supports = [str(t) for t in state.get("supports") or []]
+        shown = shown_turn_ids(state.get("trace") or [])
+        picked = pick_reference(phrases, supports, shown, _dated_turns(ctx, state, [*supports, *shown]))
+        if picked is not None:
+            reference, why = picked
+    rewrite = absolute_dates(answer, reference.day if reference else None)
+    if not rewrite.changes and not rewrite.unresolved:
+        return answer, None
+    return rewrite.answer, {
+        "answer": rewrite.answer, "draft": answer, "changes": rewrite.changes,
+        "reference_turn": reference.id if reference else None,
+        "reference_date": reference.day.isoformat() if reference and reference.day else None,
+        "reference_from": why, "unresolved": rewrite.unresolved or None,
+    }
+
+
+def finish_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Make the answer's dates absolute (`answer_absolute_dates`), then append the answer to the
+    thread's conversation, its supports in the message's metadata."""
     answer = state.get("answer") or NO_INFO
+    update: dict[str, Any] = {}
+    ctx = runtime.context
+    if ctx is not None and ctx.answer_absolute_dates and not is_no_info(answer):
+        answer, note = absolute_answer_dates(ctx, state, answer)
+        if note is not None:
+            update = {"answer": answer, "trace": emit("absolute_dates", **note)}
     supports = list(state.get("supports") or [])
     reply = AIMessage(content=answer, response_metadata={"supports": supports},
                       additional_kwargs={"supports": supports})
-    return {"messages": [reply]}
+    return {**update, "messages": [reply]}
 
 
 def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str]) -> None:
