@@ -134,7 +134,7 @@ _RULES = (
     _Rule(re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})\b"), _iso, relative=False),
     _Rule(re.compile(rf"\b(?P<mon>{_MON})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})\b", re.I),
           _written, relative=False),
-    _Rule(re.compile(rf"\b(?P<d>0\d|\d{{1,2}}(?:st|nd|rd|th))\s+(?:of\s+)?(?P<mon>{_MON})\.?,?\s+(?P<y>\d{{4}})\b", re.I),
+    _Rule(re.compile(rf"\b(?:the\s+)?(?P<d>0\d|\d{{1,2}}(?:st|nd|rd|th))\s+(?:of\s+)?(?P<mon>{_MON})\.?,?\s+(?P<y>\d{{4}})\b", re.I),
           _written, relative=False),
 )
 _DAY_MONTH_YEAR = re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<mon>{_MON})\.?,?\s+(?P<y>\d{{4}})\b", re.I)
