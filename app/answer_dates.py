@@ -203,6 +203,12 @@ def parse_day(raw: object) -> date | None:
         return None
 
 
+def _comparable(text: str) -> str:
+    """Words only, lower case, number words as digits: "four years ago!" contains "4 years ago"."""
+    words = (w if w in ("a", "an") else str(_NUMBERS.get(w, w)) for w in re.findall(r"[a-z0-9']+", text.lower()))
+    return f" {' '.join(words)} "
+
+
 @dataclass(frozen=True)
 class DatedTurn:
     id: str
@@ -218,12 +224,11 @@ def pick_reference(phrases: list[str], supports: Iterable[str], shown: Iterable[
     (in the order shown); 3. the first dated cited turn. None when no candidate has a date.
     """
     supports, shown = list(supports), list(shown)
-    needles = [" ".join(p.lower().split()) for p in phrases]
+    needles = [_comparable(p) for p in phrases]
 
     def says_it(tid: str) -> bool:
         turn = turns.get(tid)
-        text = " ".join(turn.text.lower().split()) if turn else ""
-        return bool(turn and turn.day and any(n in text for n in needles))
+        return bool(turn and turn.day and any(n in _comparable(turn.text) for n in needles))
 
     for ids, why in ((supports, "cited turn says it"), (shown, "shown turn says it")):
         hit = next((t for t in ids if says_it(t)), None)

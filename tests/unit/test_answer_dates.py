@@ -88,6 +88,10 @@ def test_the_reference_is_the_turn_that_says_the_phrase() -> None:
     # then the first dated cited turn
     assert pick_reference(["last week"], ["D4:1", "D2:4"], ["D1:1"], turns) == (turns["D2:4"], "first cited turn")
     assert pick_reference(["last week"], ["D4:1"], [], turns) is None
+    # words, not characters: number words match digits, punctuation and case do not matter
+    said = {"D5:1": DatedTurn("D5:1", "We met Four years ago!", date(2023, 5, 8))}
+    assert pick_reference(["4 years ago"], [], ["D5:1"], said) == (said["D5:1"], "shown turn says it")
+    assert pick_reference(["last month"], [], ["D5:1"], {"D5:1": DatedTurn("D5:1", "the last monthly bill", date(2023, 5, 8))}) is None
 
 
 CONV = make_conversation([
