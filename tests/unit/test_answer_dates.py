@@ -139,3 +139,26 @@ def test_an_answer_without_dates_leaves_no_record(built: Context) -> None:
     ctx = built.with_overrides(chat_model=scripted(default=_answer("Pixel", ["D1:1"])))
     out, state = run_graph(load_graph("rag"), ctx, "life", "What is the kitten called?")
     assert out["answer"] == "Pixel" and "absolute_dates" not in [r["node"] for r in state["trace"]]
+
+
+def test_the_replay_script_applies_the_graph_step_to_an_earlier_run(built: Context, tmp_path: Any, capsys: Any) -> None:
+    """benchmarks/answer_dates_replay.py: the rows of a run made without the step, replayed and re-scored;
+    --check compares a run made with it."""
+    import json
+
+    from benchmarks import answer_dates_replay
+
+    row = {"method": "rag", "question_id": "conv-t#0", "sample_id": "conv-t", "category": 2, "gold": "June 2023",
+           "prediction": "next month", "locomo_f1": 0.0, "supports": ["D1:1"], "retrieved_turn_ids": ["D1:1", "D2:1"]}
+    old, new = tmp_path / "old", tmp_path / "new"
+    for run, prediction in ((old, "next month"), (new, "June 2023")):
+        run.mkdir()
+        (run / "per_question.jsonl").write_text(json.dumps({**row, "prediction": prediction}) + "\n")
+        (run / "run_config.json").write_text(json.dumps({"max_sessions": None}))
+    # the eval's namespace for conv-t is locomo-conv-t; reuse the ingested turns under that name
+    ingest_conversation(CONV, "locomo-conv-t", built, methods=["memr3"])
+    replayed = answer_dates_replay.replay(*answer_dates_replay.load_rows(old), built.data_dir)
+    assert replayed[0]["replayed"] == "June 2023" and replayed[0]["replayed_f1"] == 1.0
+    assert answer_dates_replay.main([str(old), "--data-dir", built.data_dir, "--check", str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "| rag | 1 | 0.00 | 100.00 | 1 |" in out and "check: 1 of 1 answers equal the replay" in out
