@@ -286,7 +286,8 @@ def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tupl
     if not rewrite.changes and not rewrite.unresolved:
         return answer, None
     return rewrite.answer, {
-        "answer": rewrite.answer, "draft": answer, "changes": rewrite.changes,
+        # `model_answer`, not `draft`: the eval's draft columns mean the answer before a graph's rewrite call
+        "answer": rewrite.answer, "model_answer": answer, "changes": rewrite.changes,
         "reference_turn": reference.id if reference else None,
         "reference_date": reference.day.isoformat() if reference and reference.day else None,
         "reference_from": why, "unresolved": rewrite.unresolved or None,

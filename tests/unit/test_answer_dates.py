@@ -10,6 +10,7 @@ import pytest
 
 from app.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from app.config import Context
+from app.eval.runner import draft_answer
 from app.ingest.pipeline import ingest_conversation
 from app.llm.scripted import scripted
 from app.runner import load_graph
@@ -117,7 +118,8 @@ def test_every_graph_ends_with_absolute_dates(built: Context) -> None:
     out, state = run_graph(load_graph("rag"), ctx, "life", "When is Ann going camping?")
     assert out["answer"] == "June 2023" and state["messages"][-1].content == "June 2023"
     record = next(r for r in state["trace"] if r["node"] == "absolute_dates")
-    assert record["draft"] == "next month" and record["changes"] == [{"from": "next month", "to": "June 2023"}]
+    assert record["model_answer"] == "next month" and record["changes"] == [{"from": "next month", "to": "June 2023"}]
+    assert draft_answer(state["trace"]) is None  # the eval's draft is a rewrite's input, not the date step's
     assert (record["reference_turn"], record["reference_date"], record["reference_from"]) == \
         ("D2:1", "2023-05-02", "cited turn says it")
 
