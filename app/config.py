@@ -166,6 +166,13 @@ class Context:
     answer_absolute_dates: bool = setting(
         True, "Every graph: write relative times and ISO dates in the answer as absolute dates, against "
               "the date of the turn that says them (false = the model's answer unchanged)")
+    # The span rewrite (MGRetrieval's last call; MRAgent's with `mra_answer_rewrite`) asks the model to work
+    # out absolute dates, and the 1.5B model often writes the memory's own date instead ("next month" said
+    # on 25 May 2023 became "25 May 2023"). With the date step on, true has it copy the time as said, and
+    # the date step resolves it. False = the spec's rule and worked example.
+    rewrite_dates_as_said: bool = setting(
+        True, "Span rewrite: copy times as said and let the date step (answer_absolute_dates) date them, "
+              "instead of having the model work dates out (false = spec)")
     # Injected chat models (tests, applications). None = built from Settings.
     chat_model: Any = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected chat model (Python only); None = the configured endpoint"})

@@ -19,7 +19,7 @@ from app.config import Context
 from app.llm.lenient import Text
 from app.llm.models import get_chat_model
 from app.llm.structured import call_structured
-from app.prompts import render_prompt
+from app.prompts import load_prompt, render_prompt
 from graphs.common import NO_INFO, echoes_question, is_no_info, messages
 
 PROMPTS = "common"
@@ -55,12 +55,22 @@ def memory_lines(mems: Iterable[dict[str, Any]], empty: str = "(none)") -> str:
     return "\n".join(lines) if lines else empty
 
 
+def date_rule(ctx: Context) -> dict[str, str]:
+    """The rewrite prompt's rule for times. The spec has the model work out absolute dates (with a worked
+    example); when the graphs' date step (`answer_absolute_dates`) dates the answer afterwards and
+    `rewrite_dates_as_said` is on, the model copies the time as said and computes nothing."""
+    if ctx.rewrite_dates_as_said and ctx.answer_absolute_dates:
+        return {"date_rule": load_prompt(PROMPTS, "rewrite_dates_as_said"), "date_example": ""}
+    return {"date_rule": load_prompt(PROMPTS, "rewrite_dates_model"),
+            "date_example": load_prompt(PROMPTS, "rewrite_dates_model_example") + " "}
+
+
 def rewrite_answer(ctx: Context, question: str, draft: str, memories: list[dict[str, Any]], *,
                    with_question: bool = True, keep_draft: bool = True, node: str = "rewrite") -> Rewritten:
     """Rewrite `draft` into a short span (one call, one retry on an invalid reply inside call_structured)."""
     question_line = render_prompt(PROMPTS, "rewrite_answer_question", question=question) if with_question else ""
     user = render_prompt(PROMPTS, "rewrite_answer", question_line=question_line, answer=draft or NO_INFO,
-                         critical=memory_lines(memories))
+                         critical=memory_lines(memories), **date_rule(ctx))
     res = call_structured(get_chat_model(ctx, role="main"), messages(None, user), RewriteReply, node=node,
                           method=ctx.structured_method, max_tokens=MAX_TOKENS)
     final = res.value.answer.strip() if res.value is not None else ""

@@ -301,6 +301,19 @@ def test_rewrite_without_question_and_malformed_rewrite(data: str) -> None:
     assert recs(out["trace"], "rewrite")[0]["fallback"] is True
 
 
+def test_rewrite_date_rule_follows_the_date_step(data: str) -> None:
+    """With the date step on (default), the rewrite copies times as said; either setting off gives the
+    spec's rule, with its worked example."""
+    for settings, as_said in (({}, True), ({"rewrite_dates_as_said": False}, False),
+                              ({"answer_absolute_dates": False}, False)):
+        main = main_model(True, keep="first", answer="apples", final="apples")
+        ask(data, ["apple"], main, **settings)
+        prompt = main.prompts()[-1]
+        assert ("do not work out a date" in prompt) is as_said, settings
+        assert ('becomes "26 April 2022"' in prompt) is not as_said, settings
+        assert "{" + "date_rule}" not in prompt and '"Max, Luna"' in prompt
+
+
 # --- §7.13 empty Q / empty vocabulary ----------------------------------------------------------------
 
 
