@@ -273,3 +273,22 @@ def test_rows_and_summary_show_what_the_answer_rewrite_did() -> None:
     assert s["rewrite"] == {"questions": 2, "draft_locomo_f1": 0.25, "final_locomo_f1": 0.75}
     assert _rewrite_lines(s)[0] == "Final span rewrite (2 answers): LoCoMo-F1 25.00 before it, 75.00 after."
     assert "rewrite" not in summarize_method([row(0.5, None)], [2])
+
+
+def test_assemble_dev_report_joins_finished_methods_of_two_runs(data_dir: str, tmp_path: Path) -> None:
+    """benchmarks/assemble_dev_report.py: rag's rows from one run and full_context's from another give one
+    report naming each method's source; a method with no finished rows is refused."""
+    from benchmarks import assemble_dev_report
+
+    a = run(data_dir, tmp_path / "a", model(), methods=["rag"], plots=False)
+    b = run(data_dir, tmp_path / "b", model(), methods=["full_context"], plots=False)
+    out = tmp_path / "joined"
+    argv = ["--data", str(FIXTURE), "--data-dir", data_dir, "--out", str(out), f"{a}:rag", f"{b}:full_context"]
+    assert assemble_dev_report.main(argv) == 0
+    assert {r["method"] for r in rows_of(out)} == {"rag", "full_context"}
+    assert len(rows_of(out)) == len(rows_of(a)) + len(rows_of(b))
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["methods"]) == {"rag", "full_context"}
+    assert json.loads((out / "sources.json").read_text())["full_context"]["run"] == str(b)
+    with pytest.raises(SystemExit):
+        assemble_dev_report.main([*argv[:-1], f"{b}:memr3"])
