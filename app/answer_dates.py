@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Literal
 
-from app.ingest.loaders import parse_session_datetime
+from app.ingest.loaders import MONTHS, parse_session_datetime
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}

@@ -27,7 +27,7 @@ KNOWN_SHA256 = {
     "locomo_dev.json": "a76e644774afec96aa6088c0e502d761ee64b79d3c681bf16101eecde74d2f31",
 }
 
-_MONTHS = (
+MONTHS = (
     "January",
     "February",
     "March",
@@ -53,11 +53,11 @@ _LOCOMO_EXTRA_KEYS = ("event_summary", "observation", "session_summary", "qa")
 def parse_locomo_datetime(text: str) -> datetime | None:
     """Strictly parse `H:MM am|pm on D Month, YYYY`; `12:xx am` is 00:xx. None when it does not fit."""
     m = _LOCOMO_DT.fullmatch(text.strip())
-    if m is None or m["month"] not in _MONTHS:
+    if m is None or m["month"] not in MONTHS:
         return None
     hour = int(m["h"]) % 12 + (12 if m["ampm"] == "pm" else 0)
     try:
-        return datetime(int(m["y"]), _MONTHS.index(m["month"]) + 1, int(m["d"]), hour, int(m["m"]))
+        return datetime(int(m["y"]), MONTHS.index(m["month"]) + 1, int(m["d"]), hour, int(m["m"]))
     except ValueError:  # e.g. 31 February
         return None
 
