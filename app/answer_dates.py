@@ -226,7 +226,10 @@ def pick_reference(phrases: list[str], supports: Iterable[str], shown: Iterable[
 
     def says_it(tid: str) -> bool:
         turn = turns.get(tid)
-        return bool(turn and turn.day and any(n in _comparable(turn.text) for n in needles))
+        if turn is None or turn.day is None:
+            return False
+        text = _comparable(turn.text)  # once per turn, not once per phrase
+        return any(n in text for n in needles)
 
     for ids, why in ((supports, "cited turn says it"), (shown, "shown turn says it")):
         hit = next((t for t in ids if says_it(t)), None)
