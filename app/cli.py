@@ -18,10 +18,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from app.config import Context, context_setting_names
+from recollect.config import Context, context_setting_names
+from recollect.packaged import sample_dialogue_path
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 # The demo asks each question with MemR3, HyMem and their one-shot baseline (rag), and checks the
 # answer for the text the sample dialogue gives (case-insensitive).
 DEMO_METHODS = ("memr3", "hymem", "rag")
@@ -62,7 +61,7 @@ def _context(args: argparse.Namespace) -> Context:
 
 
 def _print_step(record: dict[str, Any]) -> None:
-    from app.trace import format_step
+    from recollect.trace import format_step
 
     print("  " + format_step(record), flush=True)
 
@@ -71,7 +70,7 @@ def _print_step(record: dict[str, Any]) -> None:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    from app.llm.local_runtime import setup
+    from recollect.llm.local_runtime import setup
 
     path = setup(size=args.model)
     print(f"ready: {path}")
@@ -79,11 +78,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from app.ingest.loaders import load_conversation
-    from app.ingest.pipeline import BUILDERS, available_builders, ingest_conversation
+    from recollect.ingest.loaders import load_conversation
+    from recollect.ingest.pipeline import BUILDERS, available_builders, ingest_conversation
 
     ctx = _context(args)
-    conversation = load_conversation(args.file, args.conversation)
+    path = Path(args.file)
+    if args.file == "sample" and not path.exists():
+        path = sample_dialogue_path()  # what `recollect demo` ingests, wherever recollect is installed
+    conversation = load_conversation(path, args.conversation)
     methods = available_builders() if not args.methods else [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in BUILDERS]
     if unknown:
@@ -99,8 +101,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from app.llm.structured import EndpointError
-    from app.runner import ask, sqlite_checkpointer
+    from recollect.llm.structured import EndpointError
+    from recollect.runner import ask, sqlite_checkpointer
 
     ctx = _context(args)
     question = " ".join(args.question).strip()
@@ -131,7 +133,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from app.runner import history
+    from recollect.runner import history
 
     rows = history(args.thread_id, _context(args))
     question = None
@@ -154,7 +156,7 @@ def _serve_port(asked: int) -> int:
     """
     import socket
 
-    from app.llm.local_runtime import free_port
+    from recollect.llm.local_runtime import free_port
 
     if asked == 0:
         return free_port()
@@ -189,8 +191,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import signal
     import urllib.request
 
-    from app.config import get_settings
-    from app.llm.local_runtime import LocalServer, model_verified, runtime_installed
+    from recollect.config import get_settings
+    from recollect.llm.local_runtime import LocalServer, model_verified, runtime_installed
 
     port = _serve_port(args.port)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
@@ -198,8 +200,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env.setdefault("LANGSMITH_TRACING", "false")  # offline by default; a user who turned tracing on keeps it
     if args.data_dir:
         env["RECOLLECT_DATA_DIR"] = args.data_dir
+    from recollect.service.config import graph_names, write_server_config
+
+    # The server's own directory (its config and run queue) lives under the data directory: from a wheel
+    # there is no checkout to run in, and site-packages must stay read-only.
+    server_dir = Path(args.data_dir or get_settings().data_dir).expanduser() / "server"
+    try:
+        config = write_server_config(server_dir)
+    except OSError as exc:
+        raise CLIError(f"cannot write the server's config under {server_dir}: {exc.strerror or exc}") from None
     exe = Path(sys.executable).with_name("langgraph")
-    cmd = [str(exe) if exe.exists() else "langgraph", "dev", "--config", str(ROOT / "langgraph.json"),
+    cmd = [str(exe) if exe.exists() else "langgraph", "dev", "--config", str(config),
            "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
 
     def _on_signal(_signum: int, _frame: Any) -> None:
@@ -216,10 +227,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             local = LocalServer().start()
             env.update(RECOLLECT_LLM_BASE_URL=local.base_url, RECOLLECT_LLM_MODEL=local.spec.alias,
                        RECOLLECT_LLM_API_KEY="local")
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, cwd=server_dir, start_new_session=True)
         while proc.poll() is None:
             with contextlib.suppress(OSError), urllib.request.urlopen(url + "/ok", timeout=2):
-                graphs = ", ".join(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
+                graphs = ", ".join(graph_names())
                 print(f"serving {graphs} on {url}", flush=True)
                 break
             time.sleep(0.5)
@@ -239,7 +250,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from app.runner import forget
+    from recollect.runner import forget
 
     removed = forget(args.namespace, _context(args))
     print(f"forgot namespace {args.namespace!r}: {removed['documents']} documents, "
@@ -248,18 +259,19 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from app.ingest.hymem import load_summaries
-    from app.ingest.loaders import load_conversation
-    from app.ingest.pipeline import ingest_conversation
-    from app.llm.local_runtime import setup
-    from app.memory.workspace import open_workspace
-    from app.runner import ask
+    from recollect.ingest.hymem import load_summaries
+    from recollect.ingest.loaders import load_conversation
+    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.llm.local_runtime import setup
+    from recollect.memory.workspace import open_workspace
+    from recollect.runner import ask
 
     ctx = _context(args)
     if not os.environ.get("RECOLLECT_LLM_BASE_URL"):
         setup()
-    conversation = load_conversation(SAMPLE)
-    print(f"\n== ingest {SAMPLE.name} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
+    sample = sample_dialogue_path()
+    conversation = load_conversation(sample)
+    print(f"\n== ingest {sample.name} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
           "into namespace 'demo': memr3 (chunks, no LLM), hymem (one summary call per session)", flush=True)
     reports = ingest_conversation(conversation, "demo", ctx, methods=["memr3", "hymem"], show_progress=True)
     hymem = next(r for r in reports if r.method == "hymem")
@@ -283,7 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     try:
-        from app.eval.score import run_score
+        from recollect.eval.score import run_score
     except ModuleNotFoundError as exc:
         raise CLIError(f"`recollect score` needs the eval extra ({exc}): pip install 'recollect[eval]'") from None
 
@@ -291,7 +303,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
-    from app.memory.workspace import open_workspace
+    from recollect.memory.workspace import open_workspace
 
     ws = open_workspace(_context(args).data_dir)
     for name in ws.docs.namespaces():
@@ -313,7 +325,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app.runner import GRAPHS
+    from recollect.runner import GRAPHS
 
     p = argparse.ArgumentParser(prog="recollect", description="Answer questions about long dialogue histories.")
     p.add_argument("--data-dir", help="data directory (default: $RECOLLECT_DATA_DIR or ~/.local/share/recollect)")
@@ -324,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_setup)
 
     s = sub.add_parser("ingest", help="load a dialogue file into a namespace and build every method's memory")
-    s.add_argument("file")
+    s.add_argument("file", help="a LoCoMo JSON or simple-format dialogue file; `sample` = the bundled sample "
+                                "dialogue (when no file of that name exists)")
     s.add_argument("--namespace", "-n", required=True)
     s.add_argument("--conversation", help="conversation id when the file holds several")
     s.add_argument("--methods", help="comma-separated builders (default: all available)")
@@ -372,18 +385,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_eval(sub: Any) -> None:
     try:
-        from app.eval.cli import register
+        from recollect.eval.cli import register
     except ModuleNotFoundError:
         return
     register(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.ingest.models import DialogueError
-    from app.llm.local_runtime import LocalModelError
-    from app.llm.structured import EndpointError
-    from app.memory.workspace import NamespaceError
-    from app.runner import ThreadError
+    from recollect.ingest.models import DialogueError
+    from recollect.llm.local_runtime import LocalModelError
+    from recollect.llm.structured import EndpointError
+    from recollect.memory.workspace import NamespaceError
+    from recollect.runner import ThreadError
 
     args = build_parser().parse_args(argv)
     if args.data_dir:

@@ -16,7 +16,7 @@ def _prompts_dir() -> Path:
     """`RECOLLECT_PROMPTS_DIR`, else the copy inside an installed wheel, else the checkout's prompts/."""
     if os.environ.get("RECOLLECT_PROMPTS_DIR"):
         return Path(os.environ["RECOLLECT_PROMPTS_DIR"])
-    packaged = Path(str(resources.files("app") / "prompt_files"))
+    packaged = Path(str(resources.files("recollect") / "prompt_files"))
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[1] / "prompts"

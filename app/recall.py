@@ -21,9 +21,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
-
-from app.config import Context
-from app.memory.workspace import NamespaceError, validate_namespace
+from recollect.config import Context
+from recollect.memory.workspace import NamespaceError, validate_namespace
 
 RECALL_DESCRIPTION = (
     "Answer a question from the long-term memory of past conversations with this user. "
@@ -84,7 +83,7 @@ def create_recall_tool(
         validate_namespace(namespace)
 
     def recall(question: str, config: RunnableConfig) -> dict[str, Any]:
-        from app.runner import ask
+        from recollect.runner import ask
 
         scoped = scoped_namespace(namespace, namespace_key, config)
         result = ask(scoped, question, method, context or Context())
@@ -123,12 +122,12 @@ class RecollectRetriever(BaseRetriever):
         ns = namespace or scoped_namespace(self.namespace, self.namespace_key, None)
         ctx = self.context or Context()
         if self.method is None:
-            from graphs.common import snippet_source
+            from recollect.graphs.common import snippet_source
 
             units = snippet_source(ctx, ns).retrieve(query, [], self.k)
             return [Document(id=u.id, page_content=u.text,
                              metadata={**u.metadata, "turn_ids": list(u.turn_ids), "namespace": ns}) for u in units]
-        from app.runner import ask
+        from recollect.runner import ask
 
         result = ask(ns, query, self.method, ctx)
         return [Document(id=m["id"], page_content=m["text"],

@@ -16,17 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
-
-from app.config import Context, get_settings
-from app.memory.workspace import open_workspace, validate_namespace
+from recollect.config import Context, get_settings
+from recollect.memory.workspace import open_workspace, validate_namespace
 
 GRAPHS: dict[str, str] = {
-    "memr3": "graphs.memr3:graph",
-    "rag": "graphs.baselines:rag",
-    "full_context": "graphs.baselines:full_context",
-    "mragent": "graphs.mragent:graph",
-    "hymem": "graphs.hymem:graph",
-    "mgretrieval": "graphs.mgretrieval:graph",
+    "memr3": "recollect.graphs.memr3:graph",
+    "rag": "recollect.graphs.baselines:rag",
+    "full_context": "recollect.graphs.baselines:full_context",
+    "mragent": "recollect.graphs.mragent:graph",
+    "hymem": "recollect.graphs.hymem:graph",
+    "mgretrieval": "recollect.graphs.mgretrieval:graph",
 }
 
 

@@ -28,8 +28,8 @@ def union_ids(left: list[str] | None, right: list[str] | None) -> list[str]:
 
 
 def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Sum usage records, overall and per node (see `app.llm.usage.UsageRecord`)."""
-    from app.llm.usage import merge_usage
+    """Sum usage records, overall and per node (see `recollect.llm.usage.UsageRecord`)."""
+    from recollect.llm.usage import merge_usage
 
     return merge_usage(left or {}, right or {})
 

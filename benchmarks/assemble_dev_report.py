@@ -26,9 +26,9 @@ SELECTION = ("dataset_sha256", "conversations", "categories", "limit", "max_sess
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.config import Context
-    from app.eval import report
-    from app.eval.runner import JSONL_NAME, load_rows, plan_run
+    from recollect.config import Context
+    from recollect.eval import report
+    from recollect.eval.runner import JSONL_NAME, load_rows, plan_run
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="+", help="RUN:method,method,...")

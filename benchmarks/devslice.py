@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.eval.questions import Question
-    from app.ingest.models import Conversation
-    from app.memory.workspace import Workspace
+    from recollect.eval.questions import Question
+    from recollect.ingest.models import Conversation
+    from recollect.memory.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "benchmarks" / "reports"
@@ -37,8 +37,8 @@ def load_slice(data_path: str | Path, conv: str, sessions: int, questions: int,
                categories: Iterable[int] = (1, 2, 3, 4)) -> tuple[Conversation, list[Question]]:
     """Conversation `conv` cut to its first `sessions` sessions, and the first `questions` questions of
     `categories` whose gold evidence is non-empty and lies inside the kept sessions."""
-    from app.eval.questions import build_question_set
-    from app.ingest.loaders import load_conversation
+    from recollect.eval.questions import build_question_set
+    from recollect.ingest.loaders import load_conversation
 
     conversation = load_conversation(data_path, conv)
     conversation = replace(conversation, sessions=conversation.sessions[:sessions])
@@ -54,12 +54,12 @@ def make_workspace(data_dir: str | None, prefix: str, scripted: bool = False) ->
     Scripted runs keep the embedder from the environment (`RECOLLECT_EMBEDDER=hash` offline); real
     runs use MiniLM.
     """
-    from app.memory.workspace import Workspace, register_workspace
+    from recollect.memory.workspace import Workspace, register_workspace
 
     data_dir = data_dir or tempfile.mkdtemp(prefix=prefix)
     if scripted:
         return register_workspace(Workspace(data_dir)), data_dir
-    from app.memory.embeddings import MiniLMEmbeddings
+    from recollect.memory.embeddings import MiniLMEmbeddings
 
     return register_workspace(Workspace(data_dir, embeddings=MiniLMEmbeddings())), data_dir
 
@@ -68,14 +68,14 @@ def model_label(ctx: Any, scripted: bool, role: str | None = None) -> str:
     """The model name for a report, or a label that says a scripted run measures nothing."""
     if scripted:
         return SCRIPTED_MODEL if role is None else "scripted"
-    from app.llm.models import get_chat_model, model_name
+    from recollect.llm.models import get_chat_model, model_name
 
     return model_name(get_chat_model(ctx) if role is None else get_chat_model(ctx, role=role))
 
 
 def question_fields(q: Question, answer: Any) -> dict[str, Any]:
     """A report row's identity and score: id, category, LoCoMo F1 and answer length; no dataset text."""
-    from app.eval.metrics import locomo_f1
+    from recollect.eval.metrics import locomo_f1
 
     return {"id": q.id, "category": q.category_label,
             "locomo_f1": round(locomo_f1(answer, q.gold, q.category), 3),
@@ -86,7 +86,7 @@ def question_row(q: Question, out: dict[str, Any], start: float, **fields: Any) 
     """One cost-report row: identity and score, supports, the script's own `fields`, evidence recall over
     the turns the method showed the model, and the seconds since `start`. Only ids: LoCoMo (CC BY-NC)
     text, questions and golds included, stays out of the project."""
-    from app.trace import shown_turn_ids
+    from recollect.trace import shown_turn_ids
 
     return {
         **question_fields(q, out["answer"]), "supports": out.get("supports") or [], **fields,
@@ -156,8 +156,8 @@ def add_run_args(p: argparse.ArgumentParser, namespace: str, report: str) -> Non
 def setting_overrides(p: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
     """The `--set KEY=VALUE` pairs as Context overrides (values parsed as JSON when they can be, as the
     CLI's `--set`); an unknown setting or a bad value is an argument error before any work is done."""
-    from app.cli import CLIError, _parse_sets
-    from app.config import Context, ContextError
+    from recollect.cli import CLIError, _parse_sets
+    from recollect.config import Context, ContextError
 
     try:
         overrides = _parse_sets(pairs)
@@ -173,7 +173,7 @@ def script_context(args: argparse.Namespace, data_dir: str, scripted_model: Any,
     """The run's Context: `scripted_model()` as the model with `--scripted` (else the configured one),
     then the script's own flags that were given (`None` = not given; `--structured-method` included),
     then every `--set`."""
-    from app.config import Context
+    from recollect.config import Context
 
     ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
     flags = {"structured_method": args.structured_method, **flags}

@@ -26,14 +26,14 @@ DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
 OUT="${OUT:-runs/eval_dev}"
 DATA_DIR="${DATA_DIR:-runs/eval_dev_data}"
 REPORT="${REPORT:-benchmarks/reports/eval_dev}"
-ALL="$(.venv/bin/python -c 'from app.runner import available_methods; print(",".join(available_methods()))')"
+ALL="$(.venv/bin/python -c 'from recollect.runner import available_methods; print(",".join(available_methods()))')"
 METHODS="${METHODS:-$ALL}"
 SET_ARGS=()
 for kv in ${SETTINGS:-}; do SET_ARGS+=(--set "$kv"); done
 
 # One data dir for every run of the slice (unless DATA_DIR names another), so memories are built once and shared
 # by ablations of graph settings; the eval does not rebuild a namespace when only an ingestion setting changed.
-.venv/bin/python -m app.cli --data-dir "$DATA_DIR" eval --data "$DATA" \
+.venv/bin/python -m recollect.cli --data-dir "$DATA_DIR" eval --data "$DATA" \
   --methods "$METHODS" --conversations conv-26 conv-30 --max-sessions 3 --categories 1,2,4 --limit 8 \
   --judge none --out "$OUT" "${SET_ARGS[@]}"
 

@@ -43,7 +43,7 @@ _LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
 
 
 def scripted_model() -> Any:
-    from app.llm.scripted import ScriptedChatModel
+    from recollect.llm.scripted import ScriptedChatModel
 
     def reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
         title = kwargs["response_format"]["schema"]["title"]
@@ -57,8 +57,8 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.ingest.pipeline import ingest_conversation
-    from app.runner import ask
+    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "hymem-cost-", args.scripted)

@@ -36,11 +36,11 @@ METHODS = ("rag", "memr3")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.config import Context
-    from app.eval.metrics import locomo_f1
-    from app.ingest.pipeline import ingest_conversation
-    from app.runner import ask
-    from app.trace import shown_turn_ids
+    from recollect.config import Context
+    from recollect.eval.metrics import locomo_f1
+    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.runner import ask
+    from recollect.trace import shown_turn_ids
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions, categories=(1, 2, 4))
     _, data_dir = make_workspace(None, "memr3-vs-rag-")  # MiniLM

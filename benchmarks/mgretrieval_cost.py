@@ -63,13 +63,13 @@ _WORD = re.compile(r"[A-Za-z]{5,}")
 def _keywords(speaker: str, text: str) -> list[str]:
     """The fake K_i of a turn: its first long words that are usable keywords, else its speaker's name
     (a real model names someone too), so K_i is never empty and the builder never falls back."""
-    from app.ingest.mgretrieval import normalise_keyword, usable_keyword
+    from recollect.ingest.mgretrieval import normalise_keyword, usable_keyword
 
     return ([w for w in _WORD.findall(text) if usable_keyword(normalise_keyword(w))] or [speaker])[:4]
 
 
 def scripted_model() -> Any:
-    from app.llm.scripted import ScriptedChatModel
+    from recollect.llm.scripted import ScriptedChatModel
 
     def reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
         schema = kwargs["response_format"]["schema"]
@@ -98,9 +98,9 @@ def _tokens(u: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.ingest.mgretrieval import KeywordVocabulary, session_records
-    from app.ingest.pipeline import ingest_conversation
-    from app.runner import ask
+    from recollect.ingest.mgretrieval import KeywordVocabulary, session_records
+    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "mg-cost-", args.scripted)

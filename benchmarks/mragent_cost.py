@@ -57,7 +57,7 @@ def _cues(text: str) -> list[str]:
 
 
 def scripted_model() -> Any:
-    from app.llm.scripted import ScriptedChatModel
+    from recollect.llm.scripted import ScriptedChatModel
 
     def reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
         text = str(messages[0].content)
@@ -95,8 +95,8 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from app.ingest.pipeline import ingest_conversation
-    from graphs.mragent import graph, recursion_limit
+    from recollect.graphs.mragent import graph, recursion_limit
+    from recollect.ingest.pipeline import ingest_conversation
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "mragent-cost-", args.scripted)

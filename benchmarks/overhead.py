@@ -23,13 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from app.config import Context  # noqa: E402
-from app.ingest.models import Conversation, Session, Turn  # noqa: E402
-from app.ingest.pipeline import ingest_conversation  # noqa: E402
-from app.llm.scripted import scripted  # noqa: E402
-from app.memory.embeddings import HashEmbeddings  # noqa: E402
-from app.memory.workspace import Workspace, register_workspace  # noqa: E402
-from graphs.memr3 import graph  # noqa: E402
+from recollect.config import Context  # noqa: E402
+from recollect.graphs.memr3 import graph  # noqa: E402
+from recollect.ingest.models import Conversation, Session, Turn  # noqa: E402
+from recollect.ingest.pipeline import ingest_conversation  # noqa: E402
+from recollect.llm.scripted import scripted  # noqa: E402
+from recollect.memory.embeddings import HashEmbeddings  # noqa: E402
+from recollect.memory.workspace import Workspace, register_workspace  # noqa: E402
 
 WORDS = ["garden", "trip", "dog", "cat", "violin", "pottery", "marathon", "job", "city", "sister", "brother", "concert", "book", "movie", "kayak", "beach", "bakery", "coffee", "school", "museum", "painting", "hiking", "camping", "festival", "recipe", "guitar", "train", "flight", "river"]
 NAMES = ("Ann", "Bob")
@@ -87,7 +87,7 @@ def measure(n_turns: int, questions: int) -> dict:
 
 def minilm_query_ms(n: int = 20) -> float | None:
     try:
-        from app.memory.embeddings import MiniLMEmbeddings
+        from recollect.memory.embeddings import MiniLMEmbeddings
 
         emb = MiniLMEmbeddings()
         emb._encode(["warm up"])

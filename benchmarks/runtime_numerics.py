@@ -32,7 +32,7 @@ INSTRUCTION = "List every plan or event mentioned above with its date, one per l
 
 
 def prompts(data: str) -> list[str]:
-    from app.ingest.loaders import load_dialogues
+    from recollect.ingest.loaders import load_dialogues
 
     out = []
     for conv in load_dialogues(data)[:2]:
@@ -44,7 +44,7 @@ def prompts(data: str) -> list[str]:
 
 def server(xllamacpp_dir: str | None) -> Any:  # -> LocalServer, not started
     """The configured runtime's server, or (a folder given) the xllamacpp release installed there."""
-    from app.llm.local_runtime import LocalServer
+    from recollect.llm.local_runtime import LocalServer
 
     if xllamacpp_dir is None:
         return LocalServer()

@@ -49,7 +49,7 @@ BUILDERS = ("hymem", "mragent", "mgretrieval")
 
 def measure_limits(repeats: int = 2) -> dict[str, float]:
     """Prefill and decode tokens/s of the embedded server in this process's runtime (best of `repeats`)."""
-    from app.llm.models import default_chat_model, stop_local_server
+    from recollect.llm.models import default_chat_model, stop_local_server
 
     model = default_chat_model()
     filler = " ".join(f"Note {i}: the blue kettle stood on shelf {i % 7} next to {i * 3} cups." for i in range(70))
@@ -97,7 +97,7 @@ def run_phase(name: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
     _python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(pdir / "limits.json")], env, log)
     sets = [x for kv in phase["settings"] for x in ("--set", kv)]
     print(f"[{name}] eval: construction + {a.questions} question(s) x {len(a.methods)} graphs", flush=True)
-    _python(["-m", "app.cli", "--data-dir", str(pdir / "data"), "eval", "--data", a.data,
+    _python(["-m", "recollect.cli", "--data-dir", str(pdir / "data"), "eval", "--data", a.data,
              "--methods", ",".join(a.methods), "--conversations", a.conversation,
              "--max-sessions", str(a.sessions), "--categories", "1,2,4", "--limit", str(a.questions),
              "--judge", "none", "--out", str(pdir / "eval"), "--quiet", *sets], env, log)

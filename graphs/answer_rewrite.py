@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
-
-from app.config import Context
-from app.llm.lenient import Text
-from app.llm.models import get_chat_model
-from app.llm.structured import call_structured
-from app.prompts import load_prompt, render_prompt
-from graphs.common import NO_INFO, echoes_question, is_no_info, messages
+from recollect.config import Context
+from recollect.graphs.common import NO_INFO, echoes_question, is_no_info, messages
+from recollect.llm.lenient import Text
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.prompts import load_prompt, render_prompt
 
 PROMPTS = "common"
 MAX_TOKENS = 60  # a span, never a paragraph

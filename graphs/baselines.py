@@ -11,15 +11,8 @@ from typing import Any
 
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
-
-from app.config import Context
-from app.llm.models import get_chat_model
-from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens
-from app.prompts import load_prompt, render_prompt
-from app.state import InputState, MemoryState, OutputState
-from app.trace import emit
-from graphs.common import (
+from recollect.config import Context
+from recollect.graphs.common import (
     NO_INFO,
     AnswerReply,
     critical_from_turns,
@@ -29,6 +22,12 @@ from graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.trace import emit
 
 
 def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:

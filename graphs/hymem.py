@@ -25,19 +25,8 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
-
-from app.config import Context
-from app.ingest.hymem import load_sessions, summary_index
-from app.llm.lenient import Text, as_int_or_raw
-from app.llm.models import get_chat_model
-from app.llm.structured import StructuredResult, call_structured
-from app.llm.usage import estimate_tokens, merge_usage
-from app.memory.vectors import Unit
-from app.prompts import load_prompt, render_prompt
-from app.state import InputState, MemoryState, OutputState
-from app.trace import emit
-from app.turn_ids import TurnIdMatcher, id_items
-from graphs.common import (
+from recollect.config import Context
+from recollect.graphs.common import (
     NO_INFO,
     clean_answer,
     critical_from_turns,
@@ -47,6 +36,16 @@ from graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
+from recollect.ingest.hymem import load_sessions, summary_index
+from recollect.llm.lenient import Text, as_int_or_raw
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import StructuredResult, call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.memory.vectors import Unit
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.trace import emit
+from recollect.turn_ids import TurnIdMatcher, id_items
 
 MAX_TOKENS = 512
 _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"

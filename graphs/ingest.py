@@ -12,13 +12,12 @@ from typing import Any, NotRequired
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from recollect.config import Context
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import available_builders, ingest_conversation
+from recollect.runner import forget as forget_namespace
+from recollect.trace import emit
 from typing_extensions import TypedDict
-
-from app.config import Context
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import available_builders, ingest_conversation
-from app.runner import forget as forget_namespace
-from app.trace import emit
 
 
 class IngestState(TypedDict):

@@ -22,17 +22,9 @@ from typing import Any, Literal
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
-
-from app.config import Context
-from app.llm.models import get_chat_model
-from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens, merge_usage
-from app.prompts import load_prompt, render_prompt
-from app.state import InputState, MemoryState, OutputState
-from app.trace import emit
-from app.turn_ids import TurnIdMatcher
-from graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from graphs.common import (
+from recollect.config import Context
+from recollect.graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
+from recollect.graphs.common import (
     NO_INFO,
     AnswerReply,
     bullets,
@@ -46,6 +38,13 @@ from graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.trace import emit
+from recollect.turn_ids import TurnIdMatcher
 
 DECISIONS = ("retrieve", "reflect", "answer")
 # Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets

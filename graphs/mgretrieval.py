@@ -27,28 +27,9 @@ import numpy as np
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
-
-from app.config import Context
-from app.ingest.mgretrieval import (
-    METHOD,
-    VOCAB_KIND,
-    KeywordPyramid,
-    KeywordVocabulary,
-    normalise_keyword,
-    question_ngrams,
-)
-from app.ingest.models import Turn
-from app.llm.lenient import StrList, Text, as_str_list
-from app.llm.models import get_chat_model, model_name
-from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens
-from app.memory.embeddings import cosine_matrix
-from app.memory.workspace import Workspace
-from app.prompts import load_prompt, render_prompt
-from app.state import InputState, MemoryState, OutputState
-from app.trace import emit
-from graphs.answer_rewrite import memory_line, memory_lines, rewrite_answer
-from graphs.common import (
+from recollect.config import Context
+from recollect.graphs.answer_rewrite import memory_line, memory_lines, rewrite_answer
+from recollect.graphs.common import (
     NO_INFO,
     TURN_ID,
     grounded_in,
@@ -58,6 +39,24 @@ from graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
+from recollect.ingest.mgretrieval import (
+    METHOD,
+    VOCAB_KIND,
+    KeywordPyramid,
+    KeywordVocabulary,
+    normalise_keyword,
+    question_ngrams,
+)
+from recollect.ingest.models import Turn
+from recollect.llm.lenient import StrList, Text, as_str_list
+from recollect.llm.models import get_chat_model, model_name
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.memory.embeddings import cosine_matrix
+from recollect.memory.workspace import Workspace
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.trace import emit
 
 # Nodes that call the auxiliary model: their usage is reported apart from the main LLM's (the paper's
 # Table 3 counts only the main LLM).

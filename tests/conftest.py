@@ -27,7 +27,7 @@ def data_dir(tmp_path: Path) -> str:
 
 @pytest.fixture
 def sample_conversation():
-    from app.ingest.loaders import load_conversation
+    from recollect.ingest.loaders import load_conversation
 
     return load_conversation(SAMPLE)
 
@@ -40,10 +40,10 @@ def sample_conversation():
 def _why_unavailable() -> str | None:
     if os.environ.get("RECOLLECT_LLM_BASE_URL"):
         return None
-    from app.llm.local_runtime import model_verified, runtime_installed
+    from recollect.llm.local_runtime import model_verified, runtime_installed
 
     if not runtime_installed():
-        from app.config import get_settings
+        from recollect.config import get_settings
 
         return f"the llama.cpp runtime ({get_settings().local_runtime}) is not installed (run `make setup`)"
     if not model_verified():
@@ -56,7 +56,7 @@ def chat_model() -> Iterator[object]:
     reason = _why_unavailable()
     if reason:
         pytest.skip(reason)
-    from app.llm.models import default_chat_model, stop_local_server
+    from recollect.llm.models import default_chat_model, stop_local_server
 
     model = default_chat_model()
     yield model

@@ -1,4 +1,4 @@
-"""`recollect eval`: the evaluation runner's command line (registered by `app.cli` when present).
+"""`recollect eval`: the evaluation runner's command line (registered by `recollect.cli` when present).
 
     recollect eval --data locomo10.json                                  # every method, judge = backbone
     recollect eval --data F --methods rag,memr3 --categories 1,2 --limit 5 --judge none
@@ -32,8 +32,8 @@ def _categories(values: list[str] | None) -> list[int]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from app.cli import _context
-    from app.eval.runner import run_eval
+    from recollect.cli import _context
+    from recollect.eval.runner import run_eval
 
     out = run_eval(
         args.data,

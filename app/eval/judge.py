@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
-
-from app.llm.structured import json_objects
+from recollect.llm.structured import json_objects
 
 JUDGE_PROMPT_VERSION = "judge_v1"
 JUDGE_PROMPT_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / f"{JUDGE_PROMPT_VERSION}.md"

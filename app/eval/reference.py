@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.eval.report import pct
+from recollect.eval.report import pct
 
 # Each table: which of our metrics it compares ("metric"), its columns, its rows
 # (backbone, method, values) and which of our methods correspond to which paper row name.

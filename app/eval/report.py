@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.eval.questions import CATEGORY_NAMES
+from recollect.eval.questions import CATEGORY_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +148,11 @@ def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurr
                  ingest_log: dict[str, Any]) -> dict[str, Any]:
     """Everything §7.2 asks the summary to state about how the numbers were made."""
     import nltk
-
-    from app.eval.judge import JUDGE_PROMPT_VERSION
-    from app.eval.metrics import BLEU_TOKENIZER
-    from app.llm.usage import TOKEN_ESTIMATOR
-    from app.memory.embeddings import embedder_name
-    from app.memory.workspace import open_workspace
+    from recollect.eval.judge import JUDGE_PROMPT_VERSION
+    from recollect.eval.metrics import BLEU_TOKENIZER
+    from recollect.llm.usage import TOKEN_ESTIMATOR
+    from recollect.memory.embeddings import embedder_name
+    from recollect.memory.workspace import open_workspace
 
     counts = {f"{c} {CATEGORY_NAMES[c]}": sum(q.category == c for q in plan.questions)
               for c in plan.qset.categories}
@@ -300,7 +299,7 @@ def _rewrite_lines(s: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
-    from app.eval.reference import reference_markdown
+    from recollect.eval.reference import reference_markdown
 
     with_adv = any("locomo_f1_with_adversarial" in s["overall"] for s in summary.values())
     lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), "", "## Overall (all methods)", "",
@@ -317,7 +316,7 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    from app.eval.runner import ROW_FIELDS
+    from recollect.eval.runner import ROW_FIELDS
 
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(ROW_FIELDS))
@@ -329,7 +328,7 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def write_reports(out: Path, rows: Sequence[dict[str, Any]], meta: dict[str, Any], methods: Sequence[str],
                   plots: bool = True) -> dict[str, Any]:
     """per_question.csv, summary.json, summary.md and (when matplotlib is installed) the plots."""
-    from app.eval.reference import REFERENCE_TABLES
+    from recollect.eval.reference import REFERENCE_TABLES
 
     summary = summarize(rows, methods, meta["categories"])
     write_csv(out / "per_question.csv", rows)
@@ -337,7 +336,7 @@ def write_reports(out: Path, rows: Sequence[dict[str, Any]], meta: dict[str, Any
     (out / "summary.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(summary, meta), encoding="utf-8")
     if plots:
-        from app.eval.plots import write_plots
+        from recollect.eval.plots import write_plots
 
         try:
             write_plots(out, summary, meta["judge_model"] is not None)

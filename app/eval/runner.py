@@ -26,11 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from app.config import Context, context_setting_names, get_settings
-from app.eval.metrics import evidence_recall, score_prediction, session_of, session_recall
-from app.eval.questions import (
+from recollect.config import Context, context_setting_names, get_settings
+from recollect.eval.metrics import evidence_recall, score_prediction, session_of, session_recall
+from recollect.eval.questions import (
     ADVERSARIAL_CATEGORY,
     CATEGORY_NAMES,
     Question,
@@ -39,11 +37,12 @@ from app.eval.questions import (
     build_question_set,
     map_option_reply,
 )
-from app.ingest.loaders import load_dialogues
-from app.ingest.models import Conversation
-from app.llm.usage import token_source
-from app.trace import shown_turn_ids
-from graphs.mgretrieval import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
+from recollect.graphs.mgretrieval import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
+from recollect.ingest.loaders import load_dialogues
+from recollect.ingest.models import Conversation
+from recollect.llm.usage import token_source
+from recollect.trace import shown_turn_ids
+from tqdm import tqdm
 
 JUDGED_CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL_SEED = 0  # option order of category-5 prompts (seeded per question, §3)
@@ -82,7 +81,7 @@ class Plan:
 
 
 def _check_methods(methods: Iterable[str] | None) -> list[str]:
-    from app.runner import GRAPHS, available_methods
+    from recollect.runner import GRAPHS, available_methods
 
     available = available_methods()
     chosen = list(dict.fromkeys(methods)) if methods else available
@@ -195,7 +194,7 @@ def plan_run(
 
 
 def backbone_name(ctx: Context) -> str:
-    from app.llm.models import model_name
+    from recollect.llm.models import model_name
 
     if ctx.chat_model is not None:
         return model_name(ctx.chat_model)
@@ -218,8 +217,8 @@ def _endpoint_judge_model(name: str) -> Any:
 
 def resolve_judge(judge: Any, ctx: Context) -> tuple[Any, str | None]:
     """(judge object or None, judge model name for the reports)."""
-    from app.eval.judge import LLMJudge
-    from app.llm.models import get_chat_model
+    from recollect.eval.judge import LLMJudge
+    from recollect.llm.models import get_chat_model
 
     if judge is None or judge == "none":
         return None, None
@@ -312,7 +311,7 @@ def _asked_text(q: Question) -> tuple[str, tuple[str, str] | None]:
 
 def _answer(method: str, q: Question, namespace: str, ctx: Context) -> tuple[str, dict[str, Any], str | None, float]:
     """(prediction, final state, error, wall time). Method errors become data; Ctrl-C still stops the run."""
-    from app.runner import ask
+    from recollect.runner import ask
 
     asked, options = _asked_text(q)
     start = time.monotonic()
@@ -429,8 +428,8 @@ def ingest_needed(
     plan: Plan, sample_ids: Iterable[str], ctx: Context, show_progress: bool
 ) -> dict[str, dict[str, Any]]:
     """Build only what is missing; returns per-namespace construction cost (reused builders cost nothing)."""
-    from app.ingest.pipeline import GRAPH_NEEDS, ingest_conversation
-    from app.memory.workspace import open_workspace
+    from recollect.ingest.pipeline import GRAPH_NEEDS, ingest_conversation
+    from recollect.memory.workspace import open_workspace
 
     needed = sorted({b for m in plan.methods if (b := GRAPH_NEEDS.get(m))})
     out: dict[str, dict[str, Any]] = {}
@@ -498,7 +497,7 @@ def run_eval(
     plots: bool = True,
 ) -> Path:
     """Run the evaluation and write its report folder; returns that folder (default `runs/<run_id>`)."""
-    from app.eval import report
+    from recollect.eval import report
 
     ctx = ctx or Context()
     plan = plan_run(data_path, methods, conversations, categories, limit, concurrency,

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from app.eval.metrics import score_prediction
+from recollect.eval.metrics import score_prediction
 
 EXIT_MALFORMED = 2
 _MAX_REPORTED = 20

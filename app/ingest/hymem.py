@@ -36,17 +36,16 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
-
-from app.config import Context, get_settings
-from app.ingest.models import Conversation, Session, Turn
-from app.llm.cache import LLMCache, cache_key
-from app.llm.lenient import Text
-from app.llm.models import get_chat_model, model_name
-from app.llm.structured import call_structured, extract_json
-from app.memory.vectors import Unit, VectorIndex
-from app.memory.workspace import Workspace
-from app.prompts import prompt_hash, render_prompt
-from app.turn_ids import TurnIdMatcher, id_items
+from recollect.config import Context, get_settings
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.llm.cache import LLMCache, cache_key
+from recollect.llm.lenient import Text
+from recollect.llm.models import get_chat_model, model_name
+from recollect.llm.structured import call_structured, extract_json
+from recollect.memory.vectors import Unit, VectorIndex
+from recollect.memory.workspace import Workspace
+from recollect.prompts import prompt_hash, render_prompt
+from recollect.turn_ids import TurnIdMatcher, id_items
 
 METHOD = "hymem"
 SUMMARY_KIND = "hymem_summaries"  # the Chroma collection kind
@@ -264,7 +263,7 @@ def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, te
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    from app.ingest.pipeline import BuildReport
+    from recollect.ingest.pipeline import BuildReport
 
     report = BuildReport(METHOD, sessions=len(conversation.sessions))
     index = summary_index(ws, namespace)

@@ -38,18 +38,17 @@ from typing import Any, ClassVar
 import numpy as np
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
-
-from app.config import Context, get_settings
-from app.ingest.models import Conversation, Session, Turn
-from app.llm.cache import LLMCache, cache_key
-from app.llm.lenient import as_str_list
-from app.llm.models import get_chat_model, model_name
-from app.llm.structured import StructuredResult, call_structured
-from app.llm.usage import estimate_tokens, merge_usage
-from app.memory.embeddings import embedder_name
-from app.memory.vectors import Unit, VectorIndex
-from app.memory.workspace import Workspace
-from app.prompts import load_prompt, prompt_hash, render_prompt
+from recollect.config import Context, get_settings
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.llm.cache import LLMCache, cache_key
+from recollect.llm.lenient import as_str_list
+from recollect.llm.models import get_chat_model, model_name
+from recollect.llm.structured import StructuredResult, call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.memory.embeddings import embedder_name
+from recollect.memory.vectors import Unit, VectorIndex
+from recollect.memory.workspace import Workspace
+from recollect.prompts import load_prompt, prompt_hash, render_prompt
 
 METHOD = "mgretrieval"
 VOCAB_KIND = "mg_vocab"  # Chroma kind of the vocabulary-entry embeddings
@@ -797,8 +796,8 @@ class VocabularyBuilder:
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    """The registered MGRetrieval builder (see `app.ingest.pipeline.BUILDERS`)."""
-    from app.ingest.pipeline import BuildReport
+    """The registered MGRetrieval builder (see `recollect.ingest.pipeline.BUILDERS`)."""
+    from recollect.ingest.pipeline import BuildReport
 
     start = time.monotonic()
     report = BuildReport(METHOD)

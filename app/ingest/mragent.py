@@ -1,4 +1,4 @@
-"""MRAgent's Cue–Tag–Content graph: the builder (ingestion); the read side is app.mragent.store.
+"""MRAgent's Cue–Tag–Content graph: the builder (ingestion); the read side is recollect.mragent.store.
 
 Per session, in order, each *window* (the whole session when it fits `mra_ingest_window_tokens`)
 gets two LLM calls: call A rewrites the turns into sentences with a tag, topics, an absolute time
@@ -26,17 +26,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
-
-from app.config import Context
-from app.ingest.models import Conversation, Session, Turn
-from app.llm.cache import LLMCache, cache_key
-from app.llm.lenient import StrList, Text, as_text
-from app.llm.models import get_chat_model, model_name
-from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens
-from app.memory.vectors import Unit
-from app.memory.workspace import Workspace
-from app.prompts import render_prompt
+from recollect.config import Context
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.llm.cache import LLMCache, cache_key
+from recollect.llm.lenient import StrList, Text, as_text
+from recollect.llm.models import get_chat_model, model_name
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.memory.vectors import Unit
+from recollect.memory.workspace import Workspace
+from recollect.prompts import render_prompt
 
 METHOD = "mragent"
 EVENTS_KIND = "mragent_events"
@@ -136,7 +135,7 @@ def session_date(session: Session) -> str:
     """The session's day as YYYY-MM-DD ('' when the date-time cannot be parsed)."""
     parsed: datetime | None = session.parsed
     if parsed is None:
-        from app.ingest.loaders import parse_session_datetime
+        from recollect.ingest.loaders import parse_session_datetime
 
         parsed = parse_session_datetime(session.date_time, allow_iso=True)
     return parsed.date().isoformat() if parsed else ""
@@ -717,7 +716,7 @@ def _session_hash(session: Session, ctx: Context) -> str:
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
     """Build or extend the namespace's Cue–Tag–Content graph (idempotent, incremental, crash-safe)."""
-    from app.ingest.pipeline import BuildReport
+    from recollect.ingest.pipeline import BuildReport
 
     report = BuildReport(METHOD)
     cache = LLMCache(ws.docs)
@@ -766,9 +765,9 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Contex
 
 
 def __getattr__(name: str) -> Any:
-    """`CueTagGraph` moved to app.mragent.store (the read side); this keeps the old import path."""
+    """`CueTagGraph` moved to recollect.mragent.store (the read side); this keeps the old import path."""
     if name == "CueTagGraph":
-        from app.mragent.store import CueTagGraph
+        from recollect.mragent.store import CueTagGraph
 
         return CueTagGraph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

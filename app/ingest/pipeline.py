@@ -14,20 +14,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from recollect.config import Context
+from recollect.ingest.models import Conversation
+from recollect.memory.workspace import (
+    NamespaceError,
+    NamespaceInfo,
+    Workspace,
+    open_workspace,
+    validate_namespace,
+)
 from tqdm import tqdm
-
-from app.config import Context
-from app.ingest.models import Conversation
-from app.memory.workspace import NamespaceError, NamespaceInfo, Workspace, open_workspace, validate_namespace
 
 X = TypeVar("X")
 Progress = Callable[[Iterable[X], str], Iterable[X]]
 
 BUILDERS: dict[str, str] = {
-    "memr3": "app.ingest.chunks:build_memr3_chunks",
-    "mragent": "app.ingest.mragent:build",
-    "hymem": "app.ingest.hymem:build",
-    "mgretrieval": "app.ingest.mgretrieval:build",
+    "memr3": "recollect.ingest.chunks:build_memr3_chunks",
+    "mragent": "recollect.ingest.mragent:build",
+    "hymem": "recollect.ingest.hymem:build",
+    "mgretrieval": "recollect.ingest.mgretrieval:build",
 }
 # Which builder each graph needs (baselines read MemR3's chunks).
 GRAPH_NEEDS: dict[str, str | None] = {
@@ -101,7 +106,7 @@ def ingest_conversation(
             f"namespace {namespace!r} already holds conversation {info.conversation_id!r}; "
             f"ingest {conversation.id!r} into another namespace"
         )
-    from app.memory.embeddings import embedder_name
+    from recollect.memory.embeddings import embedder_name
 
     emb = embedder_name(ws.embeddings)
     if info is not None and info.embedder != emb:

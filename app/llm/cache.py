@@ -11,8 +11,8 @@ import hashlib
 import json
 from typing import Any
 
-from app.memory.docstore import DocStore
-from app.prompts import prompt_hash
+from recollect.memory.docstore import DocStore
+from recollect.prompts import prompt_hash
 
 
 def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:

@@ -31,9 +31,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from recollect.config import get_settings
 from tqdm import tqdm
-
-from app.config import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +309,7 @@ class LocalServer:
         logs.mkdir(exist_ok=True)
         self._log = open(logs / f"llama-server-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
         # The guard stops the server if this process dies without cleaning up (SIGKILL).
-        cmd = [sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), *self._server_args()]
+        cmd = [sys.executable, "-m", "recollect.llm.orphan_guard", str(os.getpid()), *self._server_args()]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, **self.extra_env} if self.extra_env else None)
         atexit.register(self.stop)
@@ -328,7 +327,7 @@ class LocalServer:
     def _server_args(self) -> list[str]:
         s = get_settings()
         if self.runtime == "xllamacpp":
-            return ["app.llm.xllamacpp_server", "--model", str(model_path(self.size)), "--alias", self.spec.alias,
+            return ["recollect.llm.xllamacpp_server", "--model", str(model_path(self.size)), "--alias", self.spec.alias,
                     "--port", str(self.port), "--n-ctx", str(s.local_n_ctx), "--threads", str(s.local_threads),
                     "--parallel", str(s.local_parallel), "--cache-ram-mib", str(s.local_cache_ram_mib)]
         return ["llama_cpp.server", "--model", str(model_path(self.size)), "--model_alias", self.spec.alias,

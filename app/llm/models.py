@@ -11,8 +11,7 @@ import threading
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-
-from app.config import Context, get_settings
+from recollect.config import Context, get_settings
 
 _LOCK = threading.Lock()
 _MODELS: dict[str, BaseChatModel] = {}
@@ -89,7 +88,7 @@ def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "") 
 def local_server() -> Any:
     """Start (once) and return the embedded llama.cpp server."""
     global _SERVER
-    from app.llm.local_runtime import LocalServer
+    from recollect.llm.local_runtime import LocalServer
 
     with _LOCK:
         if _SERVER is None or _SERVER.proc is None or _SERVER.proc.poll() is not None:

@@ -1,6 +1,6 @@
 """Run a Python module as a child that exits when the process that started it is gone.
 
-    python -m app.llm.orphan_guard PARENT_PID MODULE [ARGS...]
+    python -m recollect.llm.orphan_guard PARENT_PID MODULE [ARGS...]
 
 The llama.cpp server is started in its own process group so that a terminal's Ctrl-C reaches the
 owner first, which then stops the group. But an owner killed with SIGKILL (a CI timeout, an OOM kill,
@@ -32,7 +32,7 @@ def _watch(parent: int) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or not argv[0].isdigit():
-        raise SystemExit("usage: python -m app.llm.orphan_guard PARENT_PID MODULE [ARGS...]")
+        raise SystemExit("usage: python -m recollect.llm.orphan_guard PARENT_PID MODULE [ARGS...]")
     parent, module, args = int(argv[0]), argv[1], argv[2:]
     if os.getppid() != parent:  # the owner died before we got here
         raise SystemExit(0)

@@ -1,6 +1,6 @@
 """llama.cpp's own C++ server from the prebuilt `xllamacpp` wheel, as a blocking process.
 
-    python -m app.llm.xllamacpp_server --model GGUF --alias NAME --port N [--n-ctx 8192] [--threads 2]
+    python -m recollect.llm.xllamacpp_server --model GGUF --alias NAME --port N [--n-ctx 8192] [--threads 2]
                                        [--parallel 1] [--cache-ram-mib 2048]
 
 Why this server rather than llama-cpp-python's: it installs from PyPI as a wheel (no 9-minute compile on
@@ -45,7 +45,7 @@ def build_params(args: argparse.Namespace):  # -> xllamacpp.CommonParams (untype
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m app.llm.xllamacpp_server")
+    ap = argparse.ArgumentParser(prog="python -m recollect.llm.xllamacpp_server")
     ap.add_argument("--model", required=True)
     ap.add_argument("--alias", required=True)
     ap.add_argument("--port", type=int, required=True)

@@ -101,7 +101,7 @@ class DocStore:
     def delete_namespace(self, namespace: str) -> int:
         """Delete every document of a namespace, its registry entry and its LLM-cache entries.
 
-        Cache keys start with `<namespace>:` (see `app.llm.cache.cache_key`); namespace names
+        Cache keys start with `<namespace>:` (see `recollect.llm.cache.cache_key`); namespace names
         cannot contain ':', so the prefix never matches another namespace. Returns the rows removed.
         """
         if not namespace:
@@ -117,7 +117,7 @@ class DocStore:
         rows = self._conn().execute("SELECT key FROM docs WHERE namespace='' AND kind='namespace' ORDER BY key")
         return [r[0] for r in rows]
 
-    # --- LLM response cache (content-hash keys; see app.llm.cache)
+    # --- LLM response cache (content-hash keys; see recollect.llm.cache)
     def cache_get(self, key: str) -> Any:
         row = self._conn().execute("SELECT value FROM llm_cache WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else None

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 import numpy as np
-
-from app.memory.vectors import Unit, VectorIndex
+from recollect.memory.vectors import Unit, VectorIndex
 
 Rerank = Literal["none", "hybrid"]
 RRF_K = 60

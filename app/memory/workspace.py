@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-
-from app.ingest.models import Conversation, Session, Turn
-from app.memory.docstore import DocStore
-from app.memory.embeddings import embedder_name, get_embeddings
-from app.memory.vectors import Unit, VectorIndex
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.memory.docstore import DocStore
+from recollect.memory.embeddings import embedder_name, get_embeddings
+from recollect.memory.vectors import Unit, VectorIndex
 
 _NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.config import Context
-from app.ingest.mragent import turn_of
-from app.llm.usage import estimate_tokens
-from app.mragent.protocol import KEEP_TOOL, call_text
-from app.mragent.seed import SEED_SECTIONS
-from app.mragent.store import CueTagGraph
-from app.mragent.tools import REGISTRY, tool_catalog
-from app.prompts import load_prompt, render_prompt
+from recollect.config import Context
+from recollect.ingest.mragent import turn_of
+from recollect.llm.usage import estimate_tokens
+from recollect.mragent.protocol import KEEP_TOOL, call_text
+from recollect.mragent.seed import SEED_SECTIONS
+from recollect.mragent.store import CueTagGraph
+from recollect.mragent.tools import REGISTRY, tool_catalog
+from recollect.prompts import load_prompt, render_prompt
 
 P = "mragent"
 # Tools whose derived text (not raw turns) is evidence for the final answer: dates and persona facts.

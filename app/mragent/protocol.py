@@ -12,10 +12,9 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
-from app.config import Context
-from app.llm.structured import json_format_kwargs, json_objects, resolve_method
-from app.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
+from recollect.config import Context
+from recollect.llm.structured import json_format_kwargs, json_objects, resolve_method
+from recollect.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
 
 KEEP_TOOL = "keep_memories"
 
@@ -29,8 +28,7 @@ def json_bound(model: Any, ctx: Context, schema: type[BaseModel], max_tokens: in
 def keep_tool() -> Any:
     """`keep_memories` as a LangChain tool, bound next to the traversal tools (never executed)."""
     from langchain_core.tools import StructuredTool
-
-    from app.prompts import load_prompt
+    from recollect.prompts import load_prompt
 
     def keep_memories(keep: list[str] | None = None, prune: list[str] | None = None) -> str:
         return "noted"  # route applies the decision; the graph never runs this function

@@ -10,8 +10,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-
-from app.llm.lenient import StrList, Text
+from recollect.llm.lenient import StrList, Text
 
 
 def ids_of(v: Any) -> list[str]:

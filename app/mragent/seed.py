@@ -13,17 +13,16 @@ from datetime import date
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-
-from app.config import Context
-from app.ingest.mragent import EVENTS_KIND, TOPICS_KIND, cue_norm
-from app.llm.models import get_chat_model
-from app.llm.structured import call_structured
-from app.llm.usage import estimate_tokens, merge_usage
-from app.mragent.schemas import PickReply, ScoreReply
-from app.mragent.store import CueTagGraph
-from app.mragent.tools import tool_catalog
-from app.prompts import load_prompt, render_prompt
-from app.trace import emit
+from recollect.config import Context
+from recollect.ingest.mragent import EVENTS_KIND, TOPICS_KIND, cue_norm
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.mragent.schemas import PickReply, ScoreReply
+from recollect.mragent.store import CueTagGraph
+from recollect.mragent.tools import tool_catalog
+from recollect.prompts import load_prompt, render_prompt
+from recollect.trace import emit
 
 P = "mragent"
 SEED_SHARE = 0.6  # of the navigate prompt's room for memories; the rest is for H and tool results

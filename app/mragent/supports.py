@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.config import Context
-from app.ingest.mragent import turn_of
-from app.mragent.store import CueTagGraph
-from graphs.common import contains_answer, grounded_supports
+from recollect.config import Context
+from recollect.graphs.common import contains_answer, grounded_supports
+from recollect.ingest.mragent import turn_of
+from recollect.mragent.store import CueTagGraph
 
 _LEADING_ID = re.compile(r"^\[?(D\d+:\d+(?:-\d+)?)\]?(?=$|[\s:|,)\]])")
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from app.config import Context
+from recollect.config import Context
 
 
 @pytest.fixture(scope="session")
 def minilm_workspace(tmp_path_factory: pytest.TempPathFactory):
-    from app.memory.embeddings import MiniLMEmbeddings
-    from app.memory.workspace import Workspace, register_workspace
+    from recollect.memory.embeddings import MiniLMEmbeddings
+    from recollect.memory.workspace import Workspace, register_workspace
 
     data = tmp_path_factory.mktemp("integration-data")
     return register_workspace(Workspace(data, embeddings=MiniLMEmbeddings()))

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from app.config import Context
-from app.ingest.hymem import load_summaries
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import ingest_conversation
-from app.memory.workspace import open_workspace
-from app.runner import ask
+from recollect.config import Context
+from recollect.ingest.hymem import load_summaries
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.memory.workspace import open_workspace
+from recollect.runner import ask
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,8 @@ import os
 import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
-
-from app.config import get_settings
-from app.llm.structured import call_structured, json_format_kwargs
+from recollect.config import get_settings
+from recollect.llm.structured import call_structured, json_format_kwargs
 
 
 class Fact(BaseModel):
@@ -30,7 +29,7 @@ def test_structured_reply_is_valid(chat_model) -> None:  # noqa: ANN001
 def test_compact_grammar_gives_one_line_json_on_xllamacpp(chat_model) -> None:  # noqa: ANN001
     if os.environ.get("RECOLLECT_LLM_BASE_URL") or get_settings().local_runtime != "xllamacpp":
         pytest.skip("the compact llguidance grammar is for the embedded xllamacpp server")
-    from app.llm.models import _openai, local_server
+    from recollect.llm.models import _openai, local_server
 
     server = local_server()
     compact = _openai(server.base_url, "local", server.spec.alias, json_whitespace="compact")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from app.config import Context
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import ingest_conversation
-from app.memory.workspace import open_workspace
-from graphs.mragent import graph, recursion_limit
+from recollect.config import Context
+from recollect.graphs.mragent import graph, recursion_limit
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.memory.workspace import open_workspace
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from app.llm.local_runtime import free_port
+from recollect.llm.local_runtime import free_port
 
 # The question's last word picks the scripted answer (the sample dialogue's facts).
 ANSWERS = {"dog": "Biscuit", "work": "a bakery", "bowl": "March 2023"}

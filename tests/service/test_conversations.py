@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recollect.config import Context
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import available_builders, ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.workspace import Workspace, register_workspace
 
-from app.config import Context
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import available_builders, ingest_conversation
-from app.llm.scripted import scripted
-from app.memory.embeddings import HashEmbeddings
-from app.memory.workspace import Workspace, register_workspace
 from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
 
 pytestmark = [pytest.mark.service]
@@ -35,7 +35,7 @@ def _start_serve(data: Path, base_url: str, log_name: str) -> tuple[subprocess.P
     env = dict(os.environ, RECOLLECT_DATA_DIR=str(data), RECOLLECT_EMBEDDER="hash", RECOLLECT_LLM_BASE_URL=base_url,
                RECOLLECT_LLM_MODEL="scripted", RECOLLECT_LLM_API_KEY="scripted", PYTHONUNBUFFERED="1")
     log = data / log_name
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "recollect.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -138,7 +138,7 @@ def test_forget_through_the_server(service: dict[str, Any]) -> None:
 
 
 def test_cli_history_sees_server_threads(service: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from recollect.cli import main
 
     client = _client(service)
     thread = client.threads.create()["thread_id"]

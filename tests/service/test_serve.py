@@ -11,13 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from app.config import Context
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import ingest_conversation
-from app.llm.local_runtime import free_port
-from app.memory.embeddings import HashEmbeddings
-from app.memory.workspace import Workspace, register_workspace
+from recollect.config import Context
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.local_runtime import free_port
+from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.workspace import Workspace, register_workspace
 
 pytestmark = [pytest.mark.service, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +35,7 @@ def server(chat_model, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         env.update(RECOLLECT_LLM_BASE_URL=str(base), RECOLLECT_LLM_MODEL=str(chat_model.model_name),
                    RECOLLECT_LLM_API_KEY="local")
     log = open(data / "serve.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "recollect.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

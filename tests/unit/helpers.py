@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
-
-from app.config import Context
-from app.ingest.models import Conversation, Session, Turn
+from recollect.config import Context
+from recollect.ingest.models import Conversation, Session, Turn
 
 
 def make_conversation(sessions: list[list[tuple[str, str]]], conv_id: str = "conv-t", captions: dict[str, str] | None = None) -> Conversation:

@@ -6,9 +6,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from app.config import Context
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
+from recollect.config import Context
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+
 from tests.unit.helpers import make_conversation
 
 SESSIONS = [

@@ -7,13 +7,13 @@ from datetime import date
 from typing import Any
 
 import pytest
+from recollect.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
+from recollect.config import Context
+from recollect.eval.runner import draft_answer
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.runner import load_graph
 
-from app.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
-from app.config import Context
-from app.eval.runner import draft_answer
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from app.runner import load_graph
 from tests.unit.helpers import make_conversation, run_graph
 
 REF = date(2023, 5, 25)  # a Thursday

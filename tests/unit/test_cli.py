@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from app.cli import main
-from app.memory.workspace import open_workspace
+from recollect.cli import main
+from recollect.memory.workspace import open_workspace
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -67,8 +66,8 @@ def test_empty_question(capsys: pytest.CaptureFixture[str], ingested: str) -> No
 def test_unreachable_endpoint_is_a_clear_error_and_resumable(
     capsys: pytest.CaptureFixture[str], ingested: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.config import get_settings
-    from app.llm import models
+    from recollect.config import get_settings
+    from recollect.llm import models
 
     monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("RECOLLECT_LLM_MAX_RETRIES", "0")

@@ -6,12 +6,12 @@ import json
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
+from recollect.config import Context
+from recollect.graphs.memr3 import graph
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
 from typing_extensions import TypedDict
 
-from app.config import Context
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from graphs.memr3 import graph
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from app.config import Context
-from app.eval.judge import JudgeResult
-from app.eval.metrics import normalize_answer
-from app.eval.runner import ROW_FIELDS, EvalError, load_rows, run_eval
-from app.llm.scripted import ScriptedChatModel
+from recollect.config import Context
+from recollect.eval.judge import JudgeResult
+from recollect.eval.metrics import normalize_answer
+from recollect.eval.runner import ROW_FIELDS, EvalError, load_rows, run_eval
+from recollect.llm.scripted import ScriptedChatModel
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eval_mini_locomo.json"
 METHODS = ["rag", "full_context", "memr3"]
@@ -226,7 +225,7 @@ def test_malformed_file_is_named(data_dir: str, tmp_path: Path) -> None:
 
 
 def test_cli_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from recollect.cli import main
 
     code = main(["--data-dir", str(tmp_path / "d"), "eval", "--data", str(FIXTURE), "--methods", "rag,bogus",
                  "--out", str(tmp_path / "o"), "--judge", "none"])
@@ -242,8 +241,8 @@ def test_resume_refuses_another_judge(data_dir: str, tmp_path: Path) -> None:
 
 
 def test_aux_model_usage_is_split_from_the_main_llm() -> None:
-    from app.eval.reference import _our_values
-    from app.eval.runner import aux_split
+    from recollect.eval.reference import _our_values
+    from recollect.eval.runner import aux_split
 
     usage = {"calls": 3, "mg_tokens": 1000.0,
              "by_node": {"select_keywords": {"calls": 1, "mg_tokens": 400.0},
@@ -257,8 +256,8 @@ def test_aux_model_usage_is_split_from_the_main_llm() -> None:
 
 
 def test_rows_and_summary_show_what_the_answer_rewrite_did() -> None:
-    from app.eval.report import _rewrite_lines, summarize_method
-    from app.eval.runner import draft_answer
+    from recollect.eval.report import _rewrite_lines, summarize_method
+    from recollect.eval.runner import draft_answer
 
     trace = [{"node": "navigate", "answer": "x"},
              {"node": "answer", "draft": "She went there on 8 May 2023.", "answer": "8 May 2023"}]

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from recollect.cli import main
+from recollect.config import Context
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.cache import LLMCache, cache_key
+from recollect.llm.scripted import scripted
+from recollect.memory.workspace import NamespaceError, open_workspace
+from recollect.runner import ask, forget, history, sqlite_checkpointer
 
-from app.cli import main
-from app.config import Context
-from app.ingest.pipeline import ingest_conversation
-from app.llm.cache import LLMCache, cache_key
-from app.llm.scripted import scripted
-from app.memory.workspace import NamespaceError, open_workspace
-from app.runner import ask, forget, history, sqlite_checkpointer
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
@@ -80,7 +80,7 @@ def test_cli_forget(data_dir: str, capsys: pytest.CaptureFixture[str], sample_pa
 
 
 def test_forget_graph(data_dir: str) -> None:
-    from graphs.ingest import forget_graph
+    from recollect.graphs.ingest import forget_graph
 
     ctx = _setup(data_dir)
     out = forget_graph.invoke({"namespace": "bob"}, context=ctx)

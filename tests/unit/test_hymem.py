@@ -15,16 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
+from recollect.config import Context
+from recollect.graphs.common import NO_INFO
+from recollect.graphs.hymem import graph, route_after_light, route_after_reflect
+from recollect.ingest.hymem import load_sessions, load_summaries
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.workspace import open_workspace
 
-from app.config import Context
-from app.ingest.hymem import load_sessions, load_summaries
-from app.ingest.models import Conversation, Session, Turn
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.memory.embeddings import HashEmbeddings
-from app.memory.workspace import open_workspace
-from graphs.common import NO_INFO
-from graphs.hymem import graph, route_after_light, route_after_reflect
 from tests.unit.helpers import make_conversation, nodes, run_graph
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.config import Context
-from app.ingest.hymem import SUMMARY_KIND, load_sessions, load_summaries, session_text
-from app.ingest.models import Conversation, Session, Turn
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.memory.workspace import open_workspace
+from recollect.config import Context
+from recollect.ingest.hymem import SUMMARY_KIND, load_sessions, load_summaries, session_text
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.workspace import open_workspace
+
 from tests.unit.helpers import make_conversation
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)

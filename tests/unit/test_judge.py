@@ -10,8 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
-
-from app.eval.judge import (
+from recollect.eval.judge import (
     JUDGE_PROMPT_PATH,
     JUDGE_PROMPT_VERSION,
     MAX_ATTEMPTS,
@@ -20,7 +19,7 @@ from app.eval.judge import (
     cache_key,
     parse_judge_reply,
 )
-from app.eval.metrics import normalize_answer
+from recollect.eval.metrics import normalize_answer
 
 
 class FakeJudgeModel(BaseChatModel):

@@ -6,8 +6,7 @@ from typing import Literal
 
 import pytest
 from pydantic import BaseModel, ValidationError
-
-from app.llm.lenient import StrList, Text, as_int_or_raw, as_str_list, as_text
+from recollect.llm.lenient import StrList, Text, as_int_or_raw, as_str_list, as_text
 
 
 def test_as_text() -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recollect.config import Settings, get_settings
+from recollect.llm import local_runtime as lr
+from recollect.llm import xllamacpp_server
+from recollect.llm.structured import measure_call
+from recollect.llm.usage import merge_usage
 
-from app.config import Settings, get_settings
-from app.llm import local_runtime as lr
-from app.llm import xllamacpp_server
-from app.llm.structured import measure_call
-from app.llm.usage import merge_usage
 from benchmarks import speed
 
 AVX512_CPU = "processor\t: 0\nflags\t\t: fpu sse avx avx2 fma f16c bmi2 avx512f avx512dq avx512cd avx512bw avx512vl\n"
@@ -49,7 +49,7 @@ def test_each_build_has_its_own_wheel_folder() -> None:
 def test_server_command_per_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lr, "get_settings", lambda: Settings(local_parallel=2, local_cache_ram_mib=512))
     xs = lr.LocalServer(runtime="xllamacpp")._server_args()
-    assert xs[0] == "app.llm.xllamacpp_server"
+    assert xs[0] == "recollect.llm.xllamacpp_server"
     assert xs[xs.index("--parallel") + 1] == "2" and xs[xs.index("--cache-ram-mib") + 1] == "512"
     old = lr.LocalServer(runtime="llama-cpp-python")._server_args()
     assert old[0] == "llama_cpp.server" and "--n_threads_batch" in old

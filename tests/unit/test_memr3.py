@@ -12,17 +12,17 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph.checkpoint.memory import InMemorySaver
+from recollect.config import Context
+from recollect.graphs.common import is_no_info
+from recollect.graphs.memr3 import graph
+from recollect.ingest.chunks import chunk_index, chunk_turns
+from recollect.ingest.models import Conversation, Session, Turn
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel, scripted
+from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.retriever import MaskedRetriever
+from recollect.memory.workspace import open_workspace
 
-from app.config import Context
-from app.ingest.chunks import chunk_index, chunk_turns
-from app.ingest.models import Conversation, Session, Turn
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel, scripted
-from app.memory.embeddings import HashEmbeddings
-from app.memory.retriever import MaskedRetriever
-from app.memory.workspace import open_workspace
-from graphs.common import is_no_info
-from graphs.memr3 import graph
 from tests.unit.helpers import make_conversation, nodes, run_graph
 
 TOPICS = [

@@ -7,10 +7,9 @@ import re
 from typing import Any
 
 import pytest
-
-import app.cli as cli
-from app.config import Context
-from app.llm.scripted import ScriptedChatModel
+import recollect.cli as cli
+from recollect.config import Context
+from recollect.llm.scripted import ScriptedChatModel
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
 FACTS = {"looked after": "Priya", "work now": "Oakwood Vet Clinic"}

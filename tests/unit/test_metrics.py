@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from app.eval.metrics import (
+from recollect.eval.metrics import (
     BLEU_TOKENIZER,
     bleu1,
     evidence_recall,

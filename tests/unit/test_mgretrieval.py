@@ -19,15 +19,15 @@ import re
 from typing import Any
 
 import pytest
+from recollect.config import Context
+from recollect.graphs.common import NO_INFO
+from recollect.graphs.mgretrieval import graph
+from recollect.ingest.mgretrieval import KeywordPyramid, KeywordVocabulary
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.workspace import open_workspace
+from recollect.prompts import render_prompt
 
-from app.config import Context
-from app.ingest.mgretrieval import KeywordPyramid, KeywordVocabulary
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.memory.workspace import open_workspace
-from app.prompts import render_prompt
-from graphs.common import NO_INFO
-from graphs.mgretrieval import graph
 from tests.unit.helpers import make_conversation, run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
 
@@ -347,14 +347,14 @@ def test_empty_vocabulary_makes_no_aux_call_and_uses_dense(data_dir: str) -> Non
 
 
 def test_unknown_namespace_is_a_clear_error(data: str) -> None:
-    from app.memory.workspace import NamespaceError
+    from recollect.memory.workspace import NamespaceError
 
     with pytest.raises(NamespaceError, match="never been ingested"):
         run_graph(graph, Context(data_dir=data, chat_model=main_model(), aux_chat_model=aux_model([])), "nope", Q)
 
 
 def test_trace_is_readable_and_streamed(data: str) -> None:
-    from app.trace import format_step
+    from recollect.trace import format_step
 
     aux = aux_model(["apple"])
     ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=aux, **SPEC)

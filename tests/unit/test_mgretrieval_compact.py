@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-
-from app.config import Context
-from app.ingest.mgretrieval import (
+from recollect.config import Context
+from recollect.ingest.mgretrieval import (
     DOC_TURN,
     ExtractionReply,
     KeywordVocabulary,
@@ -23,10 +22,11 @@ from app.ingest.mgretrieval import (
     session_records,
     settings_fingerprint,
 )
-from app.ingest.models import Turn
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.memory.workspace import open_workspace
+from recollect.ingest.models import Turn
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.workspace import open_workspace
+
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import FakeAux, call_kind, schema_of
 from tests.unit.test_mgretrieval_ingest import KEYWORDS, SESSIONS

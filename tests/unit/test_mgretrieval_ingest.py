@@ -6,19 +6,19 @@ import json
 from typing import Any
 
 import pytest
-
-from app.config import Context
-from app.ingest.mgretrieval import (
+from recollect.config import Context
+from recollect.ingest.mgretrieval import (
     DOC_TURN,
     KeywordVocabulary,
     fallback_keywords,
     normalise_keyword,
     session_records,
 )
-from app.ingest.models import Turn
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.memory.workspace import open_workspace
+from recollect.ingest.models import Turn
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.workspace import open_workspace
+
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import FakeAux
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from recollect.config import Context
+from recollect.eval.report import _keyword_round_lines, summarize_method
+from recollect.graphs.mgretrieval import graph, round_kinds
 
-from app.config import Context
-from app.eval.report import _keyword_round_lines, summarize_method
-from graphs.mgretrieval import graph, round_kinds
 from tests.unit.helpers import run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted
 from tests.unit.test_mgretrieval import KW, SPEC, TEXTS, aux_model, main_model, recs

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from app.config import Context
-from app.ingest.mragent import (
+from recollect.config import Context
+from recollect.ingest.mragent import (
     FORMATS,
     MAX_CUES,
     STOPWORDS,
@@ -24,11 +23,12 @@ from app.ingest.mragent import (
     fallback_cues,
     validate_rewrite,
 )
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import ScriptedChatModel
-from app.llm.usage import estimate_tokens
-from app.memory.workspace import open_workspace
-from app.mragent.store import CueTagGraph
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import ScriptedChatModel
+from recollect.llm.usage import estimate_tokens
+from recollect.memory.workspace import open_workspace
+from recollect.mragent.store import CueTagGraph
+
 from tests.unit.helpers import make_conversation
 from tests.unit.mragent_fakes import compact_rewrite, json_rewrite
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from recollect.config import Context
+from recollect.graphs.mragent import graph, map_supports
+from recollect.memory.workspace import NamespaceError
+from recollect.mragent.protocol import parse_reply
+from recollect.mragent.schemas import NavigateJSON
 
-from app.config import Context
-from app.memory.workspace import NamespaceError
-from app.mragent.protocol import parse_reply
-from app.mragent.schemas import NavigateJSON
-from graphs.mragent import graph, map_supports
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
@@ -407,7 +407,7 @@ def test_max_rounds_one_goes_straight_to_the_forced_answer(base: Context) -> Non
 
 
 def test_a_cited_line_counts_for_its_leading_id() -> None:
-    from graphs.mragent import map_supports
+    from recollect.graphs.mragent import map_supports
 
     visible = ["D1:1", "D1:3"]
     cited = ["D1:1: Maya: I adopted a dog called Biscuit. (2024-03-04)", "[D1:3-1] Maya walks Biscuit", "D1:12x"]

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from recollect.config import Context
+from recollect.graphs.mragent import graph
+from recollect.llm.usage import estimate_tokens
+from recollect.mragent.seed import in_window, parse_window
 
-from app.config import Context
-from app.llm.usage import estimate_tokens
-from app.mragent.seed import in_window, parse_window
-from graphs.mragent import graph
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"

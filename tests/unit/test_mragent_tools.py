@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from recollect.config import Context
+from recollect.ingest.mragent import cue_norm
+from recollect.memory.workspace import open_workspace
+from recollect.mragent.store import CueTagGraph
+from recollect.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 
-from app.config import Context
-from app.ingest.mragent import cue_norm
-from app.memory.workspace import open_workspace
-from app.mragent.store import CueTagGraph
-from app.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 from tests.unit.mragent_fakes import ingest, ingest_model
 
 PAPER_NAMES = {

@@ -32,7 +32,7 @@ def test_guarded_child_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
     owner_code = textwrap.dedent(f"""
         import os, subprocess, sys, time
         env = dict(os.environ, PYTHONPATH={str(tmp_path)!r} + os.pathsep + {str(ROOT)!r})
-        child = subprocess.Popen([sys.executable, "-m", "app.llm.orphan_guard", str(os.getpid()), "sleeper"],
+        child = subprocess.Popen([sys.executable, "-m", "recollect.llm.orphan_guard", str(os.getpid()), "sleeper"],
                                  env=env, start_new_session=True)
         print(child.pid, flush=True)
         time.sleep(60)
@@ -55,7 +55,7 @@ def test_guarded_child_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
 
 
 def test_guard_rejects_a_bad_command_line() -> None:
-    from app.llm.orphan_guard import main
+    from recollect.llm.orphan_guard import main
 
     with pytest.raises(SystemExit, match="usage"):
         main(["not-a-pid", "llama_cpp.server"])

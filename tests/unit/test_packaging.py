@@ -20,21 +20,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, sys
 from pathlib import Path
-import app, app.prompts
-from app.config import Context
-from app.ingest.loaders import load_conversation
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from app.memory.embeddings import HashEmbeddings
-from app.memory.workspace import Workspace, register_workspace
-from app.runner import ask
+import recollect, recollect.prompts
+from recollect.config import Context
+from recollect.ingest.loaders import load_conversation
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.workspace import Workspace, register_workspace
+from recollect.runner import ask
 
 data = sys.argv[1]
 register_workspace(Workspace(data, embeddings=HashEmbeddings()))
 ctx = Context(data_dir=data, chat_model=scripted(default={"answer": "Biscuit", "supports": []}))
 ingest_conversation(load_conversation(sys.argv[2]), "pkg", ctx, methods=["memr3"])
 out = ask("pkg", "What is the name of Maya's dog?", "rag", ctx)
-print(json.dumps({"app": app.__file__, "prompts": str(app.prompts.PROMPTS_DIR), "answer": out["answer"],
+print(json.dumps({"app": recollect.__file__, "prompts": str(recollect.prompts.PROMPTS_DIR), "answer": out["answer"],
                   "prompt_seen": "Answer the question" in ctx.chat_model.prompts()[0]}))
 """
 

@@ -9,13 +9,13 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
+from recollect.config import Context
+from recollect.graphs.common import fresh_question_fields, per_question_fields, wire_question_lifecycle
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.runner import GRAPHS, load_graph, sqlite_checkpointer
+from recollect.state import MemoryState
 
-from app.config import Context
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from app.runner import GRAPHS, load_graph, sqlite_checkpointer
-from app.state import MemoryState
-from graphs.common import fresh_question_fields, per_question_fields, wire_question_lifecycle
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])

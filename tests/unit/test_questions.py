@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from app.eval.questions import (
+from recollect.eval.questions import (
     CATEGORY_NAMES,
     NOT_MENTIONED_OPTION,
     QuestionError,
@@ -16,7 +15,7 @@ from app.eval.questions import (
     load_questions,
     map_option_reply,
 )
-from app.ingest.loaders import load_dialogues
+from recollect.ingest.loaders import load_dialogues
 
 QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "locomo_quirks.json"
 DEV = Path("/work/shared/data/locomo/locomo_dev.json")

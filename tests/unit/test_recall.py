@@ -10,12 +10,12 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from recollect.config import Context
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.memory.workspace import NamespaceError
+from recollect.recall import RecollectRetriever, create_recall_tool
 
-from app.config import Context
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from app.memory.workspace import NamespaceError
-from app.recall import RecollectRetriever, create_recall_tool
 from tests.unit.helpers import make_conversation
 
 ALICE = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice")]], conv_id="conv-alice")

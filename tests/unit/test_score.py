@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from app.eval.score import run_score
+from recollect.eval.score import run_score
 
 
 def _run(path: str) -> tuple[int, list[dict], str]:

@@ -7,10 +7,9 @@ import socket
 from dataclasses import fields
 
 import pytest
-
-from app.cli import main
-from app.config import Context, ContextError
-from graphs.baselines import rag
+from recollect.cli import main
+from recollect.config import Context, ContextError
+from recollect.graphs.baselines import rag
 
 
 def test_every_setting_has_a_description_in_the_studio_schema() -> None:

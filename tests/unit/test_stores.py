@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from recollect.config import Context
+from recollect.graphs.memr3 import graph
+from recollect.ingest.chunks import chunk_index
+from recollect.ingest.pipeline import ingest_conversation
+from recollect.llm.scripted import scripted
+from recollect.memory.retriever import ExternalRetriever, MaskedRetriever
+from recollect.memory.workspace import NamespaceError, open_workspace, validate_namespace
 
-from app.config import Context
-from app.ingest.chunks import chunk_index
-from app.ingest.pipeline import ingest_conversation
-from app.llm.scripted import scripted
-from app.memory.retriever import ExternalRetriever, MaskedRetriever
-from app.memory.workspace import NamespaceError, open_workspace, validate_namespace
-from graphs.memr3 import graph
 from tests.unit.helpers import make_conversation, run_graph
 
 A = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]], conv_id="conv-a")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from app.turn_ids import TurnIdMatcher, id_items
-from graphs.common import AnswerReply, clean_answer, is_no_info
+from recollect.graphs.common import AnswerReply, clean_answer, is_no_info
+from recollect.turn_ids import TurnIdMatcher, id_items
 
 KNOWN = ["D1:1", "D1:10", "bob-q1", "bob-q1-2", "T7", "a", "intro"]
 

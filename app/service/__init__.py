@@ -1,0 +1,1 @@
+"""What `recollect serve` needs beside the graphs: the server's generated graph config."""
