@@ -4,7 +4,7 @@ The repository keeps its folders by role (app/ = the shared core, graphs/ = one 
 prompts/ = every prompt as a file); they install as one import package, `recollect`:
 
     app/            -> recollect            (recollect.llm, recollect.memory, recollect.eval, ...)
-    graphs/         -> recollect.graphs     (recollect.graphs.memr3, ...)
+    graphs/         -> recollect.graphs     (recollect.graphs.memr3.graph, ...)
     prompts/        -> recollect/prompt_files/  (data, read through importlib.resources)
     examples/sample_dialogue.json -> recollect/sample_dialogue.json (`recollect demo` from a wheel)
     langgraph.json  -> recollect/langgraph.json (the server's graph registry, `recollect serve` from a wheel)

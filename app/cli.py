@@ -78,8 +78,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from recollect.ingest.loaders import load_conversation
-    from recollect.ingest.pipeline import BUILDERS, available_builders, ingest_conversation
+    from recollect.dialogue.loaders import load_conversation
+    from recollect.ingestion import BUILDERS, available_builders, ingest_conversation
 
     ctx = _context(args)
     path = Path(args.file)
@@ -259,9 +259,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from recollect.ingest.hymem import load_summaries
-    from recollect.ingest.loaders import load_conversation
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.dialogue.loaders import load_conversation
+    from recollect.graphs.hymem.memory import load_summaries
+    from recollect.ingestion import ingest_conversation
     from recollect.llm.local_runtime import setup
     from recollect.memory.workspace import open_workspace
     from recollect.runner import ask
@@ -392,7 +392,7 @@ def _register_eval(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from recollect.ingest.models import DialogueError
+    from recollect.dialogue.models import DialogueError
     from recollect.llm.local_runtime import LocalModelError
     from recollect.llm.structured import EndpointError
     from recollect.memory.workspace import NamespaceError

@@ -122,7 +122,7 @@ class RecollectRetriever(BaseRetriever):
         ns = namespace or scoped_namespace(self.namespace, self.namespace_key, None)
         ctx = self.context or Context()
         if self.method is None:
-            from recollect.graphs.common import snippet_source
+            from recollect.steps import snippet_source
 
             units = snippet_source(ctx, ns).retrieve(query, [], self.k)
             return [Document(id=u.id, page_content=u.text,

@@ -20,12 +20,12 @@ from recollect.config import Context, get_settings
 from recollect.memory.workspace import open_workspace, validate_namespace
 
 GRAPHS: dict[str, str] = {
-    "memr3": "recollect.graphs.memr3:graph",
-    "rag": "recollect.graphs.baselines:rag",
-    "full_context": "recollect.graphs.baselines:full_context",
-    "mragent": "recollect.graphs.mragent:graph",
-    "hymem": "recollect.graphs.hymem:graph",
-    "mgretrieval": "recollect.graphs.mgretrieval:graph",
+    "memr3": "recollect.graphs.memr3.graph:graph",
+    "rag": "recollect.graphs.baselines.graph:rag",
+    "full_context": "recollect.graphs.baselines.graph:full_context",
+    "mragent": "recollect.graphs.mragent.graph:graph",
+    "hymem": "recollect.graphs.hymem.graph:graph",
+    "mgretrieval": "recollect.graphs.mgretrieval.graph:graph",
 }
 
 

@@ -6,7 +6,7 @@
 The date step is deterministic: it reads the answer, the cited turns, the turns the graph showed the
 model and their session dates. Each row of a run folder's `per_question.jsonl` has all of them
 (`prediction`, `supports`, `retrieved_turn_ids`), so the step can be replayed on any earlier run through
-the graphs' own code (`recollect.graphs.common.absolute_answer_dates`) and re-scored. This measures the step on
+the graphs' own code (`recollect.steps.absolute_answer_dates`) and re-scored. This measures the step on
 runs that cannot be re-made (an earlier runtime), and `--check RUN` confirms that a run made with the
 step gives exactly the replayed answers of a run made without it (same model replies, nothing else
 changed). It prints a markdown table: LoCoMo-F1 per method before and after, and every changed answer's
@@ -37,7 +37,7 @@ def replay(rows: list[dict[str, Any]], max_sessions: int | None, data_dir: str) 
     from recollect.config import Context
     from recollect.eval.metrics import score_prediction
     from recollect.eval.runner import namespace_for
-    from recollect.graphs.common import absolute_answer_dates, is_no_info
+    from recollect.steps import absolute_answer_dates, is_no_info
 
     ctx = Context(data_dir=data_dir)
     out = []

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from recollect.dialogue.models import Conversation
     from recollect.eval.questions import Question
-    from recollect.ingest.models import Conversation
     from recollect.memory.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,8 +37,8 @@ def load_slice(data_path: str | Path, conv: str, sessions: int, questions: int,
                categories: Iterable[int] = (1, 2, 3, 4)) -> tuple[Conversation, list[Question]]:
     """Conversation `conv` cut to its first `sessions` sessions, and the first `questions` questions of
     `categories` whose gold evidence is non-empty and lies inside the kept sessions."""
+    from recollect.dialogue.loaders import load_conversation
     from recollect.eval.questions import build_question_set
-    from recollect.ingest.loaders import load_conversation
 
     conversation = load_conversation(data_path, conv)
     conversation = replace(conversation, sessions=conversation.sessions[:sessions])

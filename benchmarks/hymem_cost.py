@@ -57,7 +57,7 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.ingestion import ingest_conversation
     from recollect.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)

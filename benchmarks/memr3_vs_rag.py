@@ -38,7 +38,7 @@ METHODS = ("rag", "memr3")
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from recollect.config import Context
     from recollect.eval.metrics import locomo_f1
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.ingestion import ingest_conversation
     from recollect.runner import ask
     from recollect.trace import shown_turn_ids
 

@@ -63,7 +63,7 @@ _WORD = re.compile(r"[A-Za-z]{5,}")
 def _keywords(speaker: str, text: str) -> list[str]:
     """The fake K_i of a turn: its first long words that are usable keywords, else its speaker's name
     (a real model names someone too), so K_i is never empty and the builder never falls back."""
-    from recollect.ingest.mgretrieval import normalise_keyword, usable_keyword
+    from recollect.graphs.mgretrieval.memory import normalise_keyword, usable_keyword
 
     return ([w for w in _WORD.findall(text) if usable_keyword(normalise_keyword(w))] or [speaker])[:4]
 
@@ -98,8 +98,8 @@ def _tokens(u: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from recollect.ingest.mgretrieval import KeywordVocabulary, session_records
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.graphs.mgretrieval.memory import KeywordVocabulary, session_records
+    from recollect.ingestion import ingest_conversation
     from recollect.runner import ask
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)

@@ -95,8 +95,8 @@ def scripted_model() -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from recollect.graphs.mragent import graph, recursion_limit
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.graphs.mragent.graph import graph, recursion_limit
+    from recollect.ingestion import ingest_conversation
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions)
     ws, data_dir = make_workspace(args.data_dir, "mragent-cost-", args.scripted)

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from recollect.config import Context  # noqa: E402
-from recollect.graphs.memr3 import graph  # noqa: E402
-from recollect.ingest.models import Conversation, Session, Turn  # noqa: E402
-from recollect.ingest.pipeline import ingest_conversation  # noqa: E402
+from recollect.dialogue.models import Conversation, Session, Turn  # noqa: E402
+from recollect.graphs.memr3.graph import graph  # noqa: E402
+from recollect.ingestion import ingest_conversation  # noqa: E402
 from recollect.llm.scripted import scripted  # noqa: E402
 from recollect.memory.embeddings import HashEmbeddings  # noqa: E402
 from recollect.memory.workspace import Workspace, register_workspace  # noqa: E402

@@ -32,7 +32,7 @@ INSTRUCTION = "List every plan or event mentioned above with its date, one per l
 
 
 def prompts(data: str) -> list[str]:
-    from recollect.ingest.loaders import load_dialogues
+    from recollect.dialogue.loaders import load_dialogues
 
     out = []
     for conv in load_dialogues(data)[:2]:

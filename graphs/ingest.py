@@ -13,8 +13,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import available_builders, ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.ingestion import available_builders, ingest_conversation
 from recollect.runner import forget as forget_namespace
 from recollect.trace import emit
 from typing_extensions import TypedDict

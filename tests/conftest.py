@@ -27,7 +27,7 @@ def data_dir(tmp_path: Path) -> str:
 
 @pytest.fixture
 def sample_conversation():
-    from recollect.ingest.loaders import load_conversation
+    from recollect.dialogue.loaders import load_conversation
 
     return load_conversation(SAMPLE)
 

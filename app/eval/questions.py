@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from recollect.ingest.loaders import conversation_from_locomo, read_locomo_samples
-from recollect.ingest.models import Conversation
+from recollect.dialogue.loaders import conversation_from_locomo, read_locomo_samples
+from recollect.dialogue.models import Conversation
 
 CATEGORY_NAMES: dict[int, str] = {
     1: "multi-hop",

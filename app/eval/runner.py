@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from recollect.config import Context, context_setting_names, get_settings
+from recollect.dialogue.loaders import load_dialogues
+from recollect.dialogue.models import Conversation
 from recollect.eval.metrics import evidence_recall, score_prediction, session_of, session_recall
 from recollect.eval.questions import (
     ADVERSARIAL_CATEGORY,
@@ -37,9 +39,7 @@ from recollect.eval.questions import (
     build_question_set,
     map_option_reply,
 )
-from recollect.graphs.mgretrieval import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
-from recollect.ingest.loaders import load_dialogues
-from recollect.ingest.models import Conversation
+from recollect.graphs.mgretrieval.graph import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
 from recollect.llm.usage import token_source
 from recollect.trace import shown_turn_ids
 from tqdm import tqdm
@@ -428,7 +428,7 @@ def ingest_needed(
     plan: Plan, sample_ids: Iterable[str], ctx: Context, show_progress: bool
 ) -> dict[str, dict[str, Any]]:
     """Build only what is missing; returns per-namespace construction cost (reused builders cost nothing)."""
-    from recollect.ingest.pipeline import GRAPH_NEEDS, ingest_conversation
+    from recollect.ingestion import GRAPH_NEEDS, ingest_conversation
     from recollect.memory.workspace import open_workspace
 
     needed = sorted({b for m in plan.methods if (b := GRAPH_NEEDS.get(m))})

@@ -2,7 +2,7 @@
 
 `recollect serve` must work from a wheel in any directory, where no langgraph.json sits beside the
 code. The registry (`langgraph.json`, packaged into the wheel) names every graph by module path
-(`recollect.graphs.memr3:graph`), so a copy of it written into the server's own working directory
+(`recollect.graphs.memr3.graph:graph`), so a copy of it written into the server's own working directory
 loads the installed graphs wherever that directory is. The server's working directory (`langgraph
 dev` keeps its run queue there) lives under the data directory, never in the checkout or site-packages.
 """

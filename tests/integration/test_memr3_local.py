@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 from recollect.runner import ask
 

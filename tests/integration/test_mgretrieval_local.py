@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.mgretrieval import KeywordVocabulary
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.graphs.mgretrieval.memory import KeywordVocabulary
+from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 from recollect.runner import ask
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from recollect.config import Context
-from recollect.graphs.mragent import graph, recursion_limit
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.graphs.mragent.graph import graph, recursion_limit
+from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 
 pytestmark = pytest.mark.integration

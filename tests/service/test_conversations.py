@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import available_builders, ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.ingestion import available_builders, ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.local_runtime import free_port
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 from recollect.config import Context
-from recollect.ingest.models import Conversation, Session, Turn
+from recollect.dialogue.models import Conversation, Session, Turn
 
 
 def make_conversation(sessions: list[list[tuple[str, str]]], conv_id: str = "conv-t", captions: dict[str, str] | None = None) -> Conversation:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recollect.config import Context
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 
 from tests.unit.helpers import make_conversation

@@ -7,10 +7,10 @@ from datetime import date
 from typing import Any
 
 import pytest
-from recollect.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.config import Context
+from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.eval.runner import draft_answer
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.runner import load_graph
 

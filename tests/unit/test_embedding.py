@@ -7,8 +7,8 @@ import json
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from recollect.config import Context
-from recollect.graphs.memr3 import graph
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.graphs.memr3.graph import graph
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from typing_extensions import TypedDict
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from recollect.cli import main
 from recollect.config import Context
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError, open_workspace

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from recollect.config import Context
-from recollect.graphs.common import NO_INFO
-from recollect.graphs.hymem import graph, route_after_light, route_after_reflect
-from recollect.ingest.hymem import load_sessions, load_summaries
-from recollect.ingest.models import Conversation, Session, Turn
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.hymem.graph import graph, route_after_light, route_after_reflect
+from recollect.graphs.hymem.memory import load_sessions, load_summaries
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import open_workspace
+from recollect.steps import NO_INFO
 
 from tests.unit.helpers import make_conversation, nodes, run_graph
 

@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 from recollect.config import Context
-from recollect.ingest.hymem import SUMMARY_KIND, load_sessions, load_summaries, session_text
-from recollect.ingest.models import Conversation, Session, Turn
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.hymem.memory import SUMMARY_KIND, load_sessions, load_summaries, session_text
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 

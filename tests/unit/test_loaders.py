@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recollect.eval.questions import load_questions, parse_evidence
-from recollect.ingest.loaders import (
+from recollect.dialogue.loaders import (
     load_conversation,
     load_dialogues,
     parse_locomo_datetime,
     parse_session_datetime,
 )
-from recollect.ingest.models import DialogueError
+from recollect.dialogue.models import DialogueError
+from recollect.eval.questions import load_questions, parse_evidence
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUIRKS = FIXTURES / "locomo_quirks.json"

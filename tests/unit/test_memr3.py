@@ -13,15 +13,15 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph.checkpoint.memory import InMemorySaver
 from recollect.config import Context
-from recollect.graphs.common import is_no_info
-from recollect.graphs.memr3 import graph
-from recollect.ingest.chunks import chunk_index, chunk_turns
-from recollect.ingest.models import Conversation, Session, Turn
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.memr3.graph import graph
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel, scripted
+from recollect.memory.chunks import chunk_index, chunk_turns
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.retriever import MaskedRetriever
 from recollect.memory.workspace import open_workspace
+from recollect.steps import is_no_info
 
 from tests.unit.helpers import make_conversation, nodes, run_graph
 

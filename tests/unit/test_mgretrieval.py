@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 from recollect.config import Context
-from recollect.graphs.common import NO_INFO
-from recollect.graphs.mgretrieval import graph
-from recollect.ingest.mgretrieval import KeywordPyramid, KeywordVocabulary
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.graphs.mgretrieval.graph import graph
+from recollect.graphs.mgretrieval.memory import KeywordPyramid, KeywordVocabulary
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from recollect.prompts import render_prompt
+from recollect.steps import NO_INFO
 
 from tests.unit.helpers import make_conversation, run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props

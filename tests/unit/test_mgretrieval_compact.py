@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from recollect.config import Context
-from recollect.ingest.mgretrieval import (
+from recollect.dialogue.models import Turn
+from recollect.graphs.mgretrieval.memory import (
     DOC_TURN,
     ExtractionReply,
     KeywordVocabulary,
@@ -22,8 +23,7 @@ from recollect.ingest.mgretrieval import (
     session_records,
     settings_fingerprint,
 )
-from recollect.ingest.models import Turn
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.mgretrieval import (
+from recollect.dialogue.models import Turn
+from recollect.graphs.mgretrieval.memory import (
     DOC_TURN,
     KeywordVocabulary,
     fallback_keywords,
     normalise_keyword,
     session_records,
 )
-from recollect.ingest.models import Turn
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 from recollect.config import Context
-from recollect.graphs.common import NO_INFO
-from recollect.graphs.mgretrieval import graph, round_kinds
+from recollect.graphs.mgretrieval.graph import graph, round_kinds
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
+from recollect.steps import NO_INFO
 
 from tests.unit.helpers import run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
@@ -237,7 +237,7 @@ def test_rewrite_of_a_no_information_draft_is_left_alone(data: str) -> None:
 
 
 def test_an_answer_made_of_the_question_words_is_an_echo() -> None:
-    from recollect.graphs.common import echoes_question as _echoes
+    from recollect.steps import echoes_question as _echoes
 
     question = "What is the name of the dog Maya adopted?"
     assert _echoes("Maya", question) and _echoes("the dog", question)

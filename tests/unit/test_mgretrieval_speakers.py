@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from recollect.config import Context
 from recollect.eval.report import _keyword_round_lines, summarize_method
-from recollect.graphs.mgretrieval import graph, round_kinds
+from recollect.graphs.mgretrieval.graph import graph, round_kinds
 
 from tests.unit.helpers import run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted

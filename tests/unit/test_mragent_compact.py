@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.mragent import (
+from recollect.graphs.mragent.memory import (
     FORMATS,
     MAX_CUES,
     STOPWORDS,
@@ -23,11 +23,11 @@ from recollect.ingest.mragent import (
     fallback_cues,
     validate_rewrite,
 )
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.workspace import open_workspace
-from recollect.mragent.store import CueTagGraph
 
 from tests.unit.helpers import make_conversation
 from tests.unit.mragent_fakes import compact_rewrite, json_rewrite

@@ -9,10 +9,10 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from recollect.config import Context
-from recollect.graphs.mragent import graph, map_supports
+from recollect.graphs.mragent.graph import graph, map_supports
+from recollect.graphs.mragent.protocol import parse_reply
+from recollect.graphs.mragent.schemas import NavigateJSON
 from recollect.memory.workspace import NamespaceError
-from recollect.mragent.protocol import parse_reply
-from recollect.mragent.schemas import NavigateJSON
 
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
@@ -407,7 +407,7 @@ def test_max_rounds_one_goes_straight_to_the_forced_answer(base: Context) -> Non
 
 
 def test_a_cited_line_counts_for_its_leading_id() -> None:
-    from recollect.graphs.mragent import map_supports
+    from recollect.graphs.mragent.graph import map_supports
 
     visible = ["D1:1", "D1:3"]
     cited = ["D1:1: Maya: I adopted a dog called Biscuit. (2024-03-04)", "[D1:3-1] Maya walks Biscuit", "D1:12x"]

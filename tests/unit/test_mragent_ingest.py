@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from recollect.ingest.mragent import (
+from recollect.graphs.mragent.memory import (
     EVENTS_KIND,
     K_EVENT,
     TOPICS_KIND,
@@ -181,7 +181,7 @@ def test_full_and_partial_matches_are_separated(data_dir: str) -> None:
 
 def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
     from recollect.config import Context
-    from recollect.ingest.pipeline import ingest_conversation
+    from recollect.ingestion import ingest_conversation
 
     ctx = Context(data_dir=data_dir, chat_model=ingest_model())
     ingest_conversation(make_conversation(SESSIONS), "other", ctx, methods=[])
@@ -192,7 +192,7 @@ def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
 
 
 def test_cues_under_a_turn_id_go_to_that_turns_sentences() -> None:
-    from recollect.ingest.mragent import CueReply, apply_cues
+    from recollect.graphs.mragent.memory import CueReply, apply_cues
 
     def event(origin: str, text: str) -> dict[str, Any]:
         return {"origin": origin, "speaker": "Ann", "rewritten": text, "cues": []}

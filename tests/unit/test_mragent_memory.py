@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from recollect.config import Context
-from recollect.graphs.mragent import graph
+from recollect.graphs.mragent.graph import graph
+from recollect.graphs.mragent.seed import in_window, parse_window
 from recollect.llm.usage import estimate_tokens
-from recollect.mragent.seed import in_window, parse_window
 
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 from recollect.config import Context
-from recollect.ingest.mragent import cue_norm
+from recollect.graphs.mragent.memory import cue_norm
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 from recollect.memory.workspace import open_workspace
-from recollect.mragent.store import CueTagGraph
-from recollect.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 
 from tests.unit.mragent_fakes import ingest, ingest_model
 

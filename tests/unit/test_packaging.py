@@ -22,8 +22,8 @@ import json, sys
 from pathlib import Path
 import recollect, recollect.prompts
 from recollect.config import Context
-from recollect.ingest.loaders import load_conversation
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.dialogue.loaders import load_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace

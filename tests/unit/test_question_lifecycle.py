@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from recollect.config import Context
-from recollect.graphs.common import fresh_question_fields, per_question_fields, wire_question_lifecycle
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.runner import GRAPHS, load_graph, sqlite_checkpointer
 from recollect.state import MemoryState
+from recollect.steps import fresh_question_fields, per_question_fields, wire_question_lifecycle
 
 from tests.unit.helpers import make_conversation
 

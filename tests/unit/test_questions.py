@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from recollect.dialogue.loaders import load_dialogues
 from recollect.eval.questions import (
     CATEGORY_NAMES,
     NOT_MENTIONED_OPTION,
@@ -15,7 +16,6 @@ from recollect.eval.questions import (
     load_questions,
     map_option_reply,
 )
-from recollect.ingest.loaders import load_dialogues
 
 QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "locomo_quirks.json"
 DEV = Path("/work/shared/data/locomo/locomo_dev.json")

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from recollect.config import Context
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError
 from recollect.recall import RecollectRetriever, create_recall_tool

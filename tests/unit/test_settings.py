@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 from recollect.cli import main
 from recollect.config import Context, ContextError
-from recollect.graphs.baselines import rag
+from recollect.graphs.baselines.graph import rag
 
 
 def test_every_setting_has_a_description_in_the_studio_schema() -> None:

@@ -6,10 +6,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from recollect.config import Context
-from recollect.graphs.memr3 import graph
-from recollect.ingest.chunks import chunk_index
-from recollect.ingest.pipeline import ingest_conversation
+from recollect.graphs.memr3.graph import graph
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
+from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever
 from recollect.memory.workspace import NamespaceError, open_workspace, validate_namespace
 

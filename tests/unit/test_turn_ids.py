@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from recollect.graphs.common import AnswerReply, clean_answer, is_no_info
-from recollect.turn_ids import TurnIdMatcher, id_items
+from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
+from recollect.steps import AnswerReply, clean_answer, is_no_info
 
 KNOWN = ["D1:1", "D1:10", "bob-q1", "bob-q1-2", "T7", "a", "intro"]
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from recollect.config import Context
-from recollect.ingest.models import Conversation
+from recollect.dialogue.models import Conversation
 from recollect.memory.workspace import (
     NamespaceError,
     NamespaceInfo,
@@ -29,10 +29,10 @@ X = TypeVar("X")
 Progress = Callable[[Iterable[X], str], Iterable[X]]
 
 BUILDERS: dict[str, str] = {
-    "memr3": "recollect.ingest.chunks:build_memr3_chunks",
-    "mragent": "recollect.ingest.mragent:build",
-    "hymem": "recollect.ingest.hymem:build",
-    "mgretrieval": "recollect.ingest.mgretrieval:build",
+    "memr3": "recollect.memory.chunks:build_memr3_chunks",
+    "mragent": "recollect.graphs.mragent.memory:build",
+    "hymem": "recollect.graphs.hymem.memory:build",
+    "mgretrieval": "recollect.graphs.mgretrieval.memory:build",
 }
 # Which builder each graph needs (baselines read MemR3's chunks).
 GRAPH_NEEDS: dict[str, str | None] = {

@@ -15,19 +15,19 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import BaseModel, Field, field_validator
-from recollect.answer_dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.config import Context
-from recollect.ingest.chunks import chunk_index
+from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
+from recollect.dialogue.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 from recollect.llm.lenient import Text
 from recollect.llm.structured import extract_json
+from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
 from recollect.state import MemoryState
 from recollect.trace import emit, shown_turn_ids
-from recollect.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 
 NO_INFO = "No information available"
-TURN_ID = LOCOMO_ID  # LoCoMo-shaped ids only; graphs match ids of any shape with recollect.turn_ids.TurnIdMatcher
+TURN_ID = LOCOMO_ID  # LoCoMo-shaped ids only; graphs match ids of any shape with recollect.dialogue.turn_ids.TurnIdMatcher
 
 
 def workspace(ctx: Context) -> Workspace:
@@ -271,7 +271,7 @@ def _dated_turns(ctx: Context, state: MemoryState, ids: Iterable[str]) -> dict[s
 
 
 def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tuple[str, dict[str, Any] | None]:
-    """The answer with relative times and ISO dates made absolute (recollect.answer_dates), and the trace
+    """The answer with relative times and ISO dates made absolute (recollect.dates), and the trace
     record of what changed; (answer, None) when nothing did and nothing was left unresolved."""
     phrases = relative_phrases(answer)
     reference, why = None, None

@@ -10,9 +10,9 @@ import re
 from typing import Any
 
 from recollect.config import Context
-from recollect.graphs.common import contains_answer, grounded_supports
-from recollect.ingest.mragent import turn_of
-from recollect.mragent.store import CueTagGraph
+from recollect.graphs.mragent.memory import turn_of
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.steps import contains_answer, grounded_supports
 
 _LEADING_ID = re.compile(r"^\[?(D\d+:\d+(?:-\d+)?)\]?(?=$|[\s:|,)\]])")
 

@@ -22,9 +22,15 @@ from typing import Any, Literal
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
+from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.config import Context
-from recollect.graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.common import (
+from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.steps import (
     NO_INFO,
     AnswerReply,
     bullets,
@@ -38,13 +44,7 @@ from recollect.graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
-from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured
-from recollect.llm.usage import estimate_tokens, merge_usage
-from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
 from recollect.trace import emit
-from recollect.turn_ids import TurnIdMatcher
 
 DECISIONS = ("retrieve", "reflect", "answer")
 # Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets

@@ -27,9 +27,26 @@ import numpy as np
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
+from recollect.answer_rewrite import memory_line, memory_lines, rewrite_answer
 from recollect.config import Context
-from recollect.graphs.answer_rewrite import memory_line, memory_lines, rewrite_answer
-from recollect.graphs.common import (
+from recollect.dialogue.models import Turn
+from recollect.graphs.mgretrieval.memory import (
+    METHOD,
+    VOCAB_KIND,
+    KeywordPyramid,
+    KeywordVocabulary,
+    normalise_keyword,
+    question_ngrams,
+)
+from recollect.llm.lenient import StrList, Text, as_str_list
+from recollect.llm.models import get_chat_model, model_name
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.memory.embeddings import cosine_matrix
+from recollect.memory.workspace import Workspace
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.steps import (
     NO_INFO,
     TURN_ID,
     grounded_in,
@@ -39,23 +56,6 @@ from recollect.graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
-from recollect.ingest.mgretrieval import (
-    METHOD,
-    VOCAB_KIND,
-    KeywordPyramid,
-    KeywordVocabulary,
-    normalise_keyword,
-    question_ngrams,
-)
-from recollect.ingest.models import Turn
-from recollect.llm.lenient import StrList, Text, as_str_list
-from recollect.llm.models import get_chat_model, model_name
-from recollect.llm.structured import call_structured
-from recollect.llm.usage import estimate_tokens
-from recollect.memory.embeddings import cosine_matrix
-from recollect.memory.workspace import Workspace
-from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
 from recollect.trace import emit
 
 # Nodes that call the auxiliary model: their usage is reported apart from the main LLM's (the paper's

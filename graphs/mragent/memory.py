@@ -1,4 +1,4 @@
-"""MRAgent's Cue–Tag–Content graph: the builder (ingestion); the read side is recollect.mragent.store.
+"""MRAgent's Cue–Tag–Content graph: the builder (ingestion); the read side is recollect.graphs.mragent.store.
 
 Per session, in order, each *window* (the whole session when it fits `mra_ingest_window_tokens`)
 gets two LLM calls: call A rewrites the turns into sentences with a tag, topics, an absolute time
@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 from recollect.config import Context
-from recollect.ingest.models import Conversation, Session, Turn
+from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import StrList, Text, as_text
 from recollect.llm.models import get_chat_model, model_name
@@ -135,7 +135,7 @@ def session_date(session: Session) -> str:
     """The session's day as YYYY-MM-DD ('' when the date-time cannot be parsed)."""
     parsed: datetime | None = session.parsed
     if parsed is None:
-        from recollect.ingest.loaders import parse_session_datetime
+        from recollect.dialogue.loaders import parse_session_datetime
 
         parsed = parse_session_datetime(session.date_time, allow_iso=True)
     return parsed.date().isoformat() if parsed else ""
@@ -716,7 +716,7 @@ def _session_hash(session: Session, ctx: Context) -> str:
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
     """Build or extend the namespace's Cue–Tag–Content graph (idempotent, incremental, crash-safe)."""
-    from recollect.ingest.pipeline import BuildReport
+    from recollect.ingestion import BuildReport
 
     report = BuildReport(METHOD)
     cache = LLMCache(ws.docs)
@@ -765,9 +765,9 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Contex
 
 
 def __getattr__(name: str) -> Any:
-    """`CueTagGraph` moved to recollect.mragent.store (the read side); this keeps the old import path."""
+    """`CueTagGraph` moved to recollect.graphs.mragent.store (the read side); this keeps the old import path."""
     if name == "CueTagGraph":
-        from recollect.mragent.store import CueTagGraph
+        from recollect.graphs.mragent.store import CueTagGraph
 
         return CueTagGraph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from recollect.config import Context
+from recollect.graphs.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
 from recollect.llm.structured import json_format_kwargs, json_objects, resolve_method
-from recollect.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
 
 KEEP_TOOL = "keep_memories"
 

@@ -12,7 +12,12 @@ from typing import Any
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from recollect.config import Context
-from recollect.graphs.common import (
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.steps import (
     NO_INFO,
     AnswerReply,
     critical_from_turns,
@@ -22,11 +27,6 @@ from recollect.graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
-from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured
-from recollect.llm.usage import estimate_tokens
-from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
 from recollect.trace import emit
 
 

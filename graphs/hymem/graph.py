@@ -26,7 +26,16 @@ from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from recollect.config import Context
-from recollect.graphs.common import (
+from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
+from recollect.graphs.hymem.memory import load_sessions, summary_index
+from recollect.llm.lenient import Text, as_int_or_raw
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import StructuredResult, call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.memory.vectors import Unit
+from recollect.prompts import load_prompt, render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.steps import (
     NO_INFO,
     clean_answer,
     critical_from_turns,
@@ -36,16 +45,7 @@ from recollect.graphs.common import (
     wire_question_lifecycle,
     workspace,
 )
-from recollect.ingest.hymem import load_sessions, summary_index
-from recollect.llm.lenient import Text, as_int_or_raw
-from recollect.llm.models import get_chat_model
-from recollect.llm.structured import StructuredResult, call_structured
-from recollect.llm.usage import estimate_tokens, merge_usage
-from recollect.memory.vectors import Unit
-from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
 from recollect.trace import emit
-from recollect.turn_ids import TurnIdMatcher, id_items
 
 MAX_TOKENS = 512
 _EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"

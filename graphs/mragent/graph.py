@@ -6,10 +6,10 @@ START → extract_cues → seed → navigate → route ─┬─ answer JSON →
                                                 └─ nothing usable → navigate, or answer (forced)
 
 `navigate` is the only LLM call of the loop; its prompt is rebuilt from state every round and shows
-the kept memories H first (recollect.mragent.prompting). A turn joins `masks` only when a prompt rendered
+the kept memories H first (recollect.graphs.mragent.prompting). A turn joins `masks` only when a prompt rendered
 its raw text. `route` is deterministic: it reads both tool protocols into one list of calls
-(recollect.mragent.protocol), applies the keep/prune decision to H and enforces the per-round and
-per-question call caps. `tools` runs the registry in recollect.mragent.tools. See specs/methods/mragent.md.
+(recollect.graphs.mragent.protocol), applies the keep/prune decision to H and enforces the per-round and
+per-question call caps. `tools` runs the registry in recollect.graphs.mragent.tools. See specs/methods/mragent.md.
 """
 
 from __future__ import annotations
@@ -21,27 +21,27 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
+from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.config import Context
-from recollect.graphs.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.common import (
+from recollect.graphs.mragent.memory import STOPWORDS, cue_norm, fallback_cues, turn_of
+from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
+from recollect.graphs.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
+from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
+from recollect.graphs.mragent.seed import build_seed, parse_window
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
+from recollect.graphs.mragent.tools import ToolContext, error_result, execute, structured_tools
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured, invoke_counted, json_objects
+from recollect.llm.usage import merge_usage
+from recollect.prompts import render_prompt
+from recollect.state import InputState, MemoryState, OutputState
+from recollect.steps import (
     NO_INFO,
     is_no_info,
     wire_question_lifecycle,
     workspace,
 )
-from recollect.ingest.mragent import STOPWORDS, cue_norm, fallback_cues, turn_of
-from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured, invoke_counted, json_objects
-from recollect.llm.usage import merge_usage
-from recollect.mragent.prompting import Rendered, final_prompt, navigate_prompt
-from recollect.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
-from recollect.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
-from recollect.mragent.seed import build_seed, parse_window
-from recollect.mragent.store import CueTagGraph
-from recollect.mragent.supports import answer_memories, answer_supports, map_supports
-from recollect.mragent.tools import ToolContext, error_result, execute, structured_tools
-from recollect.prompts import render_prompt
-from recollect.state import InputState, MemoryState, OutputState
 from recollect.trace import emit
 
 P = "mragent"

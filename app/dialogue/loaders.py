@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recollect.ingest.models import Conversation, DialogueError, Session, Turn
+from recollect.dialogue.models import Conversation, DialogueError, Session, Turn
 
 log = logging.getLogger(__name__)
 

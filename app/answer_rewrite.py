@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel
 from recollect.config import Context
-from recollect.graphs.common import NO_INFO, echoes_question, is_no_info, messages
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.prompts import load_prompt, render_prompt
+from recollect.steps import NO_INFO, echoes_question, is_no_info, messages
 
 PROMPTS = "common"
 MAX_TOKENS = 60  # a span, never a paragraph

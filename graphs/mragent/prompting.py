@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recollect.config import Context
-from recollect.ingest.mragent import turn_of
+from recollect.graphs.mragent.memory import turn_of
+from recollect.graphs.mragent.protocol import KEEP_TOOL, call_text
+from recollect.graphs.mragent.seed import SEED_SECTIONS
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.tools import REGISTRY, tool_catalog
 from recollect.llm.usage import estimate_tokens
-from recollect.mragent.protocol import KEEP_TOOL, call_text
-from recollect.mragent.seed import SEED_SECTIONS
-from recollect.mragent.store import CueTagGraph
-from recollect.mragent.tools import REGISTRY, tool_catalog
 from recollect.prompts import load_prompt, render_prompt
 
 P = "mragent"

@@ -9,7 +9,7 @@ namespace, which is what `bind_tools` advertises in the native protocol.
 Masking rule (spec §3.4): a result never repeats the raw text of a turn already in `masks`; such
 turns are listed by id under `already_shown`. Persona facts and topics are derived text, not
 masked. A tool does not mask what it returns: a turn joins `masks` only when the navigate or
-final prompt actually renders its line (recollect.mragent.prompting), so a result cut for lack of room
+final prompt actually renders its line (recollect.graphs.mragent.prompting), so a result cut for lack of room
 can be shown again later. Within one `tools` round the context remembers what earlier calls
 returned, so two calls of a round never return the same turn twice. See specs/methods/mragent.md §3.4.
 """
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from recollect.config import Context
-from recollect.ingest.mragent import EVENTS_KIND, TOPIC_ID, cue_norm, cue_tokens, turn_of
+from recollect.graphs.mragent.memory import EVENTS_KIND, TOPIC_ID, cue_norm, cue_tokens, turn_of
+from recollect.graphs.mragent.store import CueTagGraph
 from recollect.memory.embeddings import cosine_matrix
-from recollect.mragent.store import CueTagGraph
 from recollect.prompts import load_prompt
 
 TAGS_PER_CUE = 10

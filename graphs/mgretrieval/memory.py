@@ -39,7 +39,7 @@ import numpy as np
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
 from recollect.config import Context, get_settings
-from recollect.ingest.models import Conversation, Session, Turn
+from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import as_str_list
 from recollect.llm.models import get_chat_model, model_name
@@ -796,8 +796,8 @@ class VocabularyBuilder:
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    """The registered MGRetrieval builder (see `recollect.ingest.pipeline.BUILDERS`)."""
-    from recollect.ingest.pipeline import BuildReport
+    """The registered MGRetrieval builder (see `recollect.ingestion.BUILDERS`)."""
+    from recollect.ingestion import BuildReport
 
     start = time.monotonic()
     report = BuildReport(METHOD)

@@ -9,7 +9,7 @@ later sessions never renumbers earlier chunks. No LLM call is made.
 from __future__ import annotations
 
 from recollect.config import Context
-from recollect.ingest.models import Conversation, Turn
+from recollect.dialogue.models import Conversation, Turn
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
@@ -54,7 +54,7 @@ def chunk_index(ws: Workspace, namespace: str, ctx: Context) -> VectorIndex:
 
 
 def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress):  # noqa: ANN001
-    from recollect.ingest.pipeline import BuildReport
+    from recollect.ingestion import BuildReport
 
     units = chunk_turns(conversation, ctx.memr3_chunk_tokens)
     index = chunk_index(ws, namespace, ctx)

@@ -1,6 +1,6 @@
 """MRAgent's read-side store: one namespace's Cue–Tag–Content graph as the question-time graph reads it.
 
-`CueTagGraph` loads what `recollect.ingest.mragent` persisted (events, cue index, topics, persona facts,
+`CueTagGraph` loads what `recollect.graphs.mragent.memory` persisted (events, cue index, topics, persona facts,
 timeline) and answers id, cue and similarity look-ups; it is cached per namespace and build stamp.
 It only reads: the stored format is defined by the builder in app/ingest/mragent.py.
 """
@@ -11,8 +11,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from recollect.ingest.models import Turn
-from recollect.ingest.mragent import (
+from recollect.dialogue.models import Turn
+from recollect.graphs.mragent.memory import (
     EVENT_ID,
     EVENTS_KIND,
     K_CUE,

@@ -14,13 +14,13 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from recollect.config import Context
-from recollect.ingest.mragent import EVENTS_KIND, TOPICS_KIND, cue_norm
+from recollect.graphs.mragent.memory import EVENTS_KIND, TOPICS_KIND, cue_norm
+from recollect.graphs.mragent.schemas import PickReply, ScoreReply
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.tools import tool_catalog
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
-from recollect.mragent.schemas import PickReply, ScoreReply
-from recollect.mragent.store import CueTagGraph
-from recollect.mragent.tools import tool_catalog
 from recollect.prompts import load_prompt, render_prompt
 from recollect.trace import emit
 

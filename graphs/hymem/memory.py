@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
 from recollect.config import Context, get_settings
-from recollect.ingest.models import Conversation, Session, Turn
+from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_name
@@ -45,7 +46,6 @@ from recollect.llm.structured import call_structured, extract_json
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
 from recollect.prompts import prompt_hash, render_prompt
-from recollect.turn_ids import TurnIdMatcher, id_items
 
 METHOD = "hymem"
 SUMMARY_KIND = "hymem_summaries"  # the Chroma collection kind
@@ -263,7 +263,7 @@ def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, te
 
 
 def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    from recollect.ingest.pipeline import BuildReport
+    from recollect.ingestion import BuildReport
 
     report = BuildReport(METHOD, sessions=len(conversation.sessions))
     index = summary_index(ws, namespace)
