@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
-from recollect.config import Context
+
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.prompts import load_prompt, render_prompt
+from recollect.settings import Context
 from recollect.steps import NO_INFO, echoes_question, is_no_info, messages
 
 PROMPTS = "common"

@@ -18,8 +18,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from recollect.config import Context, context_setting_names
+from recollect.graphs.registry import AllMethodsContext
 from recollect.packaged import sample_dialogue_path
+from recollect.settings import setting_names
 
 # The demo asks each question with MemR3, HyMem and their one-shot baseline (rag), and checks the
 # answer for the text the sample dialogue gives (case-insensitive).
@@ -35,9 +36,9 @@ class CLIError(Exception):
 
 
 def _parse_sets(pairs: list[str]) -> dict[str, Any]:
-    """`--set key=value` overrides for any Context field; values are parsed as JSON when possible."""
+    """`--set key=value` overrides for any AllMethodsContext field; values are parsed as JSON when possible."""
     out: dict[str, Any] = {}
-    names = set(context_setting_names())
+    names = set(setting_names(AllMethodsContext))
     for pair in pairs or []:
         if "=" not in pair:
             raise CLIError(f"--set expects key=value, got {pair!r}")
@@ -52,8 +53,8 @@ def _parse_sets(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _context(args: argparse.Namespace) -> Context:
-    ctx = Context()
+def _context(args: argparse.Namespace) -> AllMethodsContext:
+    ctx = AllMethodsContext()
     overrides = _parse_sets(getattr(args, "set", []) or [])
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = args.data_dir
@@ -79,7 +80,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from recollect.dialogue.loaders import load_conversation
-    from recollect.ingestion import BUILDERS, available_builders, ingest_conversation
+    from recollect.graphs.registry import BUILDERS, available_builders
+    from recollect.ingestion import ingest_conversation
 
     ctx = _context(args)
     path = Path(args.file)
@@ -191,8 +193,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import signal
     import urllib.request
 
-    from recollect.config import get_settings
     from recollect.llm.local_runtime import LocalServer, model_verified, runtime_installed
+    from recollect.settings import get_settings
 
     port = _serve_port(args.port)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
@@ -317,15 +319,15 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
 def cmd_settings(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
-    ctx = Context()
-    described = {f.name: f.metadata.get("description", "") for f in fields(Context)}
-    for name in context_setting_names():
+    ctx = AllMethodsContext()
+    described = {f.name: f.metadata.get("description", "") for f in fields(AllMethodsContext)}
+    for name in setting_names(AllMethodsContext):
         print(f"{name} = {getattr(ctx, name)!r}" + (f"  # {described[name]}" if described.get(name) else ""))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from recollect.runner import GRAPHS
+    from recollect.graphs.registry import METHODS as GRAPHS
 
     p = argparse.ArgumentParser(prog="recollect", description="Answer questions about long dialogue histories.")
     p.add_argument("--data-dir", help="data directory (default: $RECOLLECT_DATA_DIR or ~/.local/share/recollect)")

@@ -8,14 +8,16 @@ hashes and the LLM cache make a second run free) and incremental (new sessions e
 
 from __future__ import annotations
 
-import importlib
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Iterable
 
-from recollect.config import Context
 from recollect.dialogue.models import Conversation
+from recollect.graphs.registry import (
+    AllMethodsContext,
+    available_builders,
+    load_builder,
+)
+from recollect.memory.build import BuildReport, tqdm_progress
 from recollect.memory.workspace import (
     NamespaceError,
     NamespaceInfo,
@@ -23,70 +25,7 @@ from recollect.memory.workspace import (
     open_workspace,
     validate_namespace,
 )
-from tqdm import tqdm
-
-X = TypeVar("X")
-Progress = Callable[[Iterable[X], str], Iterable[X]]
-
-BUILDERS: dict[str, str] = {
-    "memr3": "recollect.memory.chunks:build_memr3_chunks",
-    "mragent": "recollect.graphs.mragent.memory:build",
-    "hymem": "recollect.graphs.hymem.memory:build",
-    "mgretrieval": "recollect.graphs.mgretrieval.memory:build",
-}
-# Which builder each graph needs (baselines read MemR3's chunks).
-GRAPH_NEEDS: dict[str, str | None] = {
-    "memr3": "memr3",
-    "rag": "memr3",
-    "full_context": None,
-    "mragent": "mragent",
-    "hymem": "hymem",
-    "mgretrieval": "mgretrieval",
-}
-
-
-@dataclass
-class BuildReport:
-    method: str
-    sessions: int = 0
-    llm_calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    embedded: int = 0
-    seconds: float = 0.0
-    fallbacks: list[str] = field(default_factory=list)
-
-    def add_usage(self, usage: dict[str, Any]) -> None:
-        self.llm_calls += int(usage.get("calls", 0))
-        self.prompt_tokens += int(usage.get("prompt_tokens", 0))
-        self.completion_tokens += int(usage.get("completion_tokens", 0))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def tqdm_progress(show: bool) -> Progress:
-    def wrap(items: Iterable[X], desc: str) -> Iterable[X]:
-        return tqdm(items, desc=desc, disable=not show, unit="session", leave=True)
-
-    return wrap
-
-
-def available_builders() -> list[str]:
-    out = []
-    for name, target in BUILDERS.items():
-        module = target.split(":")[0]
-        if importlib.util.find_spec(module) is not None:
-            out.append(name)
-    return out
-
-
-def load_builder(name: str) -> Callable[..., BuildReport]:
-    if name not in BUILDERS:
-        raise ValueError(f"unknown method {name!r} (known: {', '.join(BUILDERS)})")
-    module, func = BUILDERS[name].split(":")
-    return getattr(importlib.import_module(module), func)
+from recollect.settings import Context
 
 
 def ingest_conversation(
@@ -97,7 +36,7 @@ def ingest_conversation(
     ws: Workspace | None = None,
     show_progress: bool = False,
 ) -> list[BuildReport]:
-    ctx = ctx or Context()
+    ctx = ctx or AllMethodsContext()
     validate_namespace(namespace)
     ws = ws or open_workspace(ctx.data_dir)
     info = ws.namespace_info(namespace)

@@ -21,7 +21,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
-from recollect.config import Context
+
+from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import NamespaceError, validate_namespace
 
 RECALL_DESCRIPTION = (
@@ -69,7 +70,7 @@ def create_recall_tool(
     *,
     namespace: str | None = None,
     namespace_key: str = "user_id",
-    context: Context | None = None,
+    context: AllMethodsContext | None = None,
     name: str = "recall",
     description: str = RECALL_DESCRIPTION,
 ) -> BaseTool:
@@ -86,7 +87,7 @@ def create_recall_tool(
         from recollect.runner import ask
 
         scoped = scoped_namespace(namespace, namespace_key, config)
-        result = ask(scoped, question, method, context or Context())
+        result = ask(scoped, question, method, context or AllMethodsContext())
         return {"answer": result.get("answer", ""), "supports": list(result.get("supports") or [])}
 
     return StructuredTool.from_function(func=recall, name=name, description=description, args_schema=RecallInput)
@@ -120,7 +121,7 @@ class RecollectRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, namespace: str | None = None
     ) -> list[Document]:
         ns = namespace or scoped_namespace(self.namespace, self.namespace_key, None)
-        ctx = self.context or Context()
+        ctx = self.context or AllMethodsContext()
         if self.method is None:
             from recollect.steps import snippet_source
 

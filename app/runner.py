@@ -6,7 +6,6 @@ everywhere: the same recursion limit, the same streamed trace records, the same 
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import time
 import uuid
@@ -15,48 +14,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from langgraph.graph.state import CompiledStateGraph
-from recollect.config import Context, get_settings
+from recollect.graphs.registry import METHODS as GRAPHS
+from recollect.graphs.registry import (
+    AllMethodsContext,
+    load_graph,
+    method_context,
+    step_limit,
+)
 from recollect.memory.workspace import open_workspace, validate_namespace
-
-GRAPHS: dict[str, str] = {
-    "memr3": "recollect.graphs.memr3.graph:graph",
-    "rag": "recollect.graphs.baselines.graph:rag",
-    "full_context": "recollect.graphs.baselines.graph:full_context",
-    "mragent": "recollect.graphs.mragent.graph:graph",
-    "hymem": "recollect.graphs.hymem.graph:graph",
-    "mgretrieval": "recollect.graphs.mgretrieval.graph:graph",
-}
+from recollect.settings import Context, get_settings
 
 
 class ThreadError(ValueError):
     """A checkpointed thread cannot take this request."""
-
-
-def available_methods() -> list[str]:
-    return [m for m, target in GRAPHS.items() if importlib.util.find_spec(target.split(":")[0]) is not None]
-
-
-def load_graph(method: str) -> CompiledStateGraph:
-    if method not in GRAPHS:
-        raise ValueError(f"unknown method {method!r} (choose from: {', '.join(GRAPHS)})")
-    module, attr = GRAPHS[method].split(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"method {method!r} is not available in this installation: {exc}") from exc
-
-
-def recursion_limit(method: str, ctx: Context) -> int:
-    if method == "memr3":
-        return max(4 * ctx.memr3_max_iterations, 10)
-    if method == "mragent":
-        return 4 * ctx.mra_max_rounds + 10
-    if method == "hymem":
-        return 6 * ctx.hymem_max_rounds + 10
-    if method == "mgretrieval":
-        return 4 * ctx.mg_max_rounds + 20
-    return 10
 
 
 def checkpoint_path(data_dir: str) -> Path:
@@ -138,7 +108,8 @@ def ask(
     answer; any other question is a new run on the thread, with fresh per-question state and the
     earlier questions and answers kept in its `messages`. A thread keeps one namespace and method.
     """
-    ctx = ctx or Context()
+    # The graph gets its own context: the shared settings and its method's (Studio and the server do the same).
+    ctx = method_context(method, ctx or AllMethodsContext())
     question = (question or "").strip()
     if not question:
         raise ValueError("the question is empty")
@@ -148,7 +119,7 @@ def ask(
         open_workspace(ctx.data_dir).require_namespace(namespace)
     g = compiled.builder.compile(checkpointer=checkpointer, name=method) if checkpointer else compiled
     thread_id = thread_id or uuid.uuid4().hex[:12]
-    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(method, ctx)}
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": step_limit(method, ctx)}
     inputs: dict[str, Any] | None = {"namespace": namespace, "question": question}
     if checkpointer is not None:
         known = _thread_method(ctx.data_dir, thread_id)

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import BaseModel, Field, field_validator
-from recollect.config import Context
+
 from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.dialogue.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 from recollect.llm.lenient import Text
@@ -23,6 +23,7 @@ from recollect.llm.structured import extract_json
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
+from recollect.settings import Context
 from recollect.state import MemoryState
 from recollect.trace import emit, shown_turn_ids
 

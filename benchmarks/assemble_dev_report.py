@@ -26,9 +26,9 @@ SELECTION = ("dataset_sha256", "conversations", "categories", "limit", "max_sess
 
 
 def main(argv: list[str] | None = None) -> int:
-    from recollect.config import Context
     from recollect.eval import report
     from recollect.eval.runner import JSONL_NAME, load_rows, plan_run
+    from recollect.graphs.registry import AllMethodsContext
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="+", help="RUN:method,method,...")
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / JSONL_NAME).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     ids = {"run_id": first["run_id"], "backbone_model": first["backbone_model"], "judge_model": first["judge_model"]}
     ingest = json.loads((picked[0][0] / "ingest.json").read_text())
-    meta = report.run_metadata(plan, ids, first, 1, Context(data_dir=args.data_dir), ingest)
+    meta = report.run_metadata(plan, ids, first, 1, AllMethodsContext(data_dir=args.data_dir), ingest)
     report.write_reports(args.out, rows, meta, plan.methods)
     (args.out / "sources.json").write_text(json.dumps(
         {m: {"run": str(run), "run_id": c["run_id"]} for run, ms, c in picked for m in ms}, indent=2) + "\n")

@@ -154,28 +154,29 @@ def add_run_args(p: argparse.ArgumentParser, namespace: str, report: str) -> Non
 
 
 def setting_overrides(p: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
-    """The `--set KEY=VALUE` pairs as Context overrides (values parsed as JSON when they can be, as the
+    """The `--set KEY=VALUE` pairs as AllMethodsContext overrides (values parsed as JSON when they can be, as the
     CLI's `--set`); an unknown setting or a bad value is an argument error before any work is done."""
     from recollect.cli import CLIError, _parse_sets
-    from recollect.config import Context, ContextError
+    from recollect.graphs.registry import AllMethodsContext
+    from recollect.settings import ContextError
 
     try:
         overrides = _parse_sets(pairs)
         if "data_dir" in overrides:
             raise CLIError("--set: use --data-dir for the workspace directory")
-        Context().with_overrides(**overrides)  # Context checks every value (type, range, choices)
+        AllMethodsContext().with_overrides(**overrides)  # AllMethodsContext checks every value (type, range, choices)
     except (CLIError, ContextError) as e:
         p.error(str(e))
     return overrides
 
 
 def script_context(args: argparse.Namespace, data_dir: str, scripted_model: Any, **flags: Any) -> Any:
-    """The run's Context: `scripted_model()` as the model with `--scripted` (else the configured one),
+    """The run's AllMethodsContext: `scripted_model()` as the model with `--scripted` (else the configured one),
     then the script's own flags that were given (`None` = not given; `--structured-method` included),
     then every `--set`."""
-    from recollect.config import Context
+    from recollect.graphs.registry import AllMethodsContext
 
-    ctx = Context(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else Context(data_dir=data_dir)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=scripted_model()) if args.scripted else AllMethodsContext(data_dir=data_dir)
     flags = {"structured_method": args.structured_method, **flags}
     overrides = {k: v for k, v in flags.items() if v is not None} | getattr(args, "overrides", {})
     return ctx.with_overrides(**overrides) if overrides else ctx

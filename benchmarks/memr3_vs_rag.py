@@ -36,15 +36,15 @@ METHODS = ("rag", "memr3")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from recollect.config import Context
     from recollect.eval.metrics import locomo_f1
+    from recollect.graphs.registry import AllMethodsContext
     from recollect.ingestion import ingest_conversation
     from recollect.runner import ask
     from recollect.trace import shown_turn_ids
 
     conv, questions = load_slice(args.data, args.conv, args.sessions, args.questions, categories=(1, 2, 4))
     _, data_dir = make_workspace(None, "memr3-vs-rag-")  # MiniLM
-    ctx = Context(data_dir=data_dir)
+    ctx = AllMethodsContext(data_dir=data_dir)
     ingest_conversation(conv, "bench", ctx, methods=["memr3"])
     llm = model_label(ctx, scripted=False)
 

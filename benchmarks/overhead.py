@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from recollect.config import Context  # noqa: E402
 from recollect.dialogue.models import Conversation, Session, Turn  # noqa: E402
 from recollect.graphs.memr3.graph import graph  # noqa: E402
+from recollect.graphs.registry import AllMethodsContext  # noqa: E402
 from recollect.ingestion import ingest_conversation  # noqa: E402
 from recollect.llm.scripted import scripted  # noqa: E402
 from recollect.memory.embeddings import HashEmbeddings  # noqa: E402
@@ -61,13 +61,13 @@ def measure(n_turns: int, questions: int) -> dict:
     data = tempfile.mkdtemp(prefix="recollect-overhead-")
     ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
     t0 = time.monotonic()
-    ingest_conversation(conv, "bench", Context(data_dir=data), methods=["memr3"], ws=ws)
+    ingest_conversation(conv, "bench", AllMethodsContext(data_dir=data), methods=["memr3"], ws=ws)
     ingest_s = time.monotonic() - t0
     rng = random.Random(1)
     qs = [f"When did they talk about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?" for _ in range(questions)]
     times, steps = [], []
     for i, q in enumerate(qs):
-        ctx = Context(data_dir=data, chat_model=scripted(default=router_script))
+        ctx = AllMethodsContext(data_dir=data, chat_model=scripted(default=router_script))
         start = time.perf_counter()
         out = graph.invoke({"namespace": "bench", "question": q}, context=ctx, config={"recursion_limit": 20})
         elapsed = time.perf_counter() - start

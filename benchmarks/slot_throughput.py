@@ -38,8 +38,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=200, help="tokens generated per request")
     args = ap.parse_args()
-    from recollect.config import get_settings
     from recollect.llm.local_runtime import LocalServer
+    from recollect.settings import get_settings
 
     slots = get_settings().local_parallel
     with LocalServer() as srv:

@@ -12,12 +12,13 @@ from typing import Any, NotRequired
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
-from recollect.config import Context
+from typing_extensions import TypedDict
+
 from recollect.dialogue.loaders import load_conversation
-from recollect.ingestion import available_builders, ingest_conversation
+from recollect.graphs.registry import AllMethodsContext, available_builders
+from recollect.ingestion import ingest_conversation
 from recollect.runner import forget as forget_namespace
 from recollect.trace import emit
-from typing_extensions import TypedDict
 
 
 class IngestState(TypedDict):
@@ -29,7 +30,7 @@ class IngestState(TypedDict):
     trace: NotRequired[list[dict[str, Any]]]
 
 
-def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
+def ingest(state: IngestState, runtime: Runtime[AllMethodsContext]) -> dict[str, Any]:
     conversation = load_conversation(state["path"], state.get("conversation_id"))
     methods = state.get("methods") or available_builders()
     reports = [r.as_dict() for r in ingest_conversation(conversation, state["namespace"], runtime.context, methods=methods)]
@@ -37,7 +38,7 @@ def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def _one_node_graph(name: str, state: type, node: Callable[..., dict[str, Any]]) -> CompiledStateGraph:
-    builder = StateGraph(state, context_schema=Context)
+    builder = StateGraph(state, context_schema=AllMethodsContext)
     builder.add_node(name, node)
     builder.add_edge(START, name)
     builder.add_edge(name, END)
@@ -54,7 +55,7 @@ class ForgetState(TypedDict):
     forgotten: NotRequired[dict[str, Any]]
 
 
-def forget(state: ForgetState, runtime: Runtime[Context]) -> dict[str, Any]:
+def forget(state: ForgetState, runtime: Runtime[AllMethodsContext]) -> dict[str, Any]:
     return {"forgotten": forget_namespace(state["namespace"], runtime.context)}
 
 

@@ -43,7 +43,7 @@ def _why_unavailable() -> str | None:
     from recollect.llm.local_runtime import model_verified, runtime_installed
 
     if not runtime_installed():
-        from recollect.config import get_settings
+        from recollect.settings import get_settings
 
         return f"the llama.cpp runtime ({get_settings().local_runtime}) is not installed (run `make setup`)"
     if not model_verified():

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
+
 from recollect.llm.structured import json_objects
 
 JUDGE_PROMPT_VERSION = "judge_v1"

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from nltk.stem import PorterStemmer
 from nltk.tokenize import word_tokenize
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
 from recollect.llm.usage import mg_token_estimate
 
 BLEU_TOKENIZER = "nltk-treebank-no-punkt"

@@ -148,6 +148,7 @@ def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurr
                  ingest_log: dict[str, Any]) -> dict[str, Any]:
     """Everything §7.2 asks the summary to state about how the numbers were made."""
     import nltk
+
     from recollect.eval.judge import JUDGE_PROMPT_VERSION
     from recollect.eval.metrics import BLEU_TOKENIZER
     from recollect.llm.usage import TOKEN_ESTIMATOR

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recollect.config import Context, context_setting_names, get_settings
+from tqdm import tqdm
+
 from recollect.dialogue.loaders import load_dialogues
 from recollect.dialogue.models import Conversation
 from recollect.eval.metrics import evidence_recall, score_prediction, session_of, session_recall
@@ -40,9 +41,10 @@ from recollect.eval.questions import (
     map_option_reply,
 )
 from recollect.graphs.mgretrieval.graph import AUX_LLM_NODES, ROUND_KIND_FIELDS, round_kinds
+from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.usage import token_source
+from recollect.settings import get_settings, setting_names
 from recollect.trace import shown_turn_ids
-from tqdm import tqdm
 
 JUDGED_CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL_SEED = 0  # option order of category-5 prompts (seeded per question, §3)
@@ -81,7 +83,8 @@ class Plan:
 
 
 def _check_methods(methods: Iterable[str] | None) -> list[str]:
-    from recollect.runner import GRAPHS, available_methods
+    from recollect.graphs.registry import METHODS as GRAPHS
+    from recollect.graphs.registry import available_methods
 
     available = available_methods()
     chosen = list(dict.fromkeys(methods)) if methods else available
@@ -193,7 +196,7 @@ def plan_run(
 # --------------------------------------------------------------------------------------------- judge & names
 
 
-def backbone_name(ctx: Context) -> str:
+def backbone_name(ctx: AllMethodsContext) -> str:
     from recollect.llm.models import model_name
 
     if ctx.chat_model is not None:
@@ -215,7 +218,7 @@ def _endpoint_judge_model(name: str) -> Any:
     )
 
 
-def resolve_judge(judge: Any, ctx: Context) -> tuple[Any, str | None]:
+def resolve_judge(judge: Any, ctx: AllMethodsContext) -> tuple[Any, str | None]:
     """(judge object or None, judge model name for the reports)."""
     from recollect.eval.judge import LLMJudge
     from recollect.llm.models import get_chat_model
@@ -238,9 +241,9 @@ def namespace_for(sample_id: str, max_sessions: int | None) -> str:
     return f"locomo-{sample_id}" + (f"-s{max_sessions}" if max_sessions else "")
 
 
-def run_config(plan: Plan, judge_model: str | None, backbone: str, ctx: Context) -> dict[str, Any]:
+def run_config(plan: Plan, judge_model: str | None, backbone: str, ctx: AllMethodsContext) -> dict[str, Any]:
     """What determines the results (concurrency and data_dir do not): hashed into the run id."""
-    settings = {n: getattr(ctx, n) for n in context_setting_names() if n != "data_dir"}
+    settings = {n: getattr(ctx, n) for n in setting_names(AllMethodsContext) if n != "data_dir"}
     return {
         "dataset_sha256": plan.dataset_sha256,
         "methods": sorted(plan.methods),
@@ -309,7 +312,7 @@ def _asked_text(q: Question) -> tuple[str, tuple[str, str] | None]:
     return prompt.question, prompt.options
 
 
-def _answer(method: str, q: Question, namespace: str, ctx: Context) -> tuple[str, dict[str, Any], str | None, float]:
+def _answer(method: str, q: Question, namespace: str, ctx: AllMethodsContext) -> tuple[str, dict[str, Any], str | None, float]:
     """(prediction, final state, error, wall time). Method errors become data; Ctrl-C still stops the run."""
     from recollect.runner import ask
 
@@ -349,7 +352,7 @@ def aux_split(usage: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate_pair(
-    method: str, q: Question, plan: Plan, ctx: Context, judge: Any, ids: dict[str, str | None]
+    method: str, q: Question, plan: Plan, ctx: AllMethodsContext, judge: Any, ids: dict[str, str | None]
 ) -> dict[str, Any]:
     """One row of §7.1 (exactly those fields)."""
     namespace = namespace_for(q.sample_id, plan.max_sessions)
@@ -425,10 +428,11 @@ def _missing_builders(info: Any, conv: Conversation, needed: Sequence[str]) -> l
 
 
 def ingest_needed(
-    plan: Plan, sample_ids: Iterable[str], ctx: Context, show_progress: bool
+    plan: Plan, sample_ids: Iterable[str], ctx: AllMethodsContext, show_progress: bool
 ) -> dict[str, dict[str, Any]]:
     """Build only what is missing; returns per-namespace construction cost (reused builders cost nothing)."""
-    from recollect.ingestion import GRAPH_NEEDS, ingest_conversation
+    from recollect.graphs.registry import GRAPH_NEEDS
+    from recollect.ingestion import ingest_conversation
     from recollect.memory.workspace import open_workspace
 
     needed = sorted({b for m in plan.methods if (b := GRAPH_NEEDS.get(m))})
@@ -487,7 +491,7 @@ def run_eval(
     judge: Any = "none",
     out_dir: str | Path | None = None,
     concurrency: int = 1,
-    ctx: Context | None = None,
+    ctx: AllMethodsContext | None = None,
     include_adversarial: bool = False,
     dedupe: bool = True,
     resume: bool = True,
@@ -499,7 +503,7 @@ def run_eval(
     """Run the evaluation and write its report folder; returns that folder (default `runs/<run_id>`)."""
     from recollect.eval import report
 
-    ctx = ctx or Context()
+    ctx = ctx or AllMethodsContext()
     plan = plan_run(data_path, methods, conversations, categories, limit, concurrency,
                     include_adversarial, dedupe, max_sessions)
     judge_obj, judge_model = resolve_judge(judge, ctx)

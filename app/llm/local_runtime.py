@@ -31,8 +31,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from recollect.config import get_settings
 from tqdm import tqdm
+
+from recollect.settings import get_settings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ import threading
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from recollect.config import Context, get_settings
+
+from recollect.settings import Context, get_settings
 
 _LOCK = threading.Lock()
 _MODELS: dict[str, BaseChatModel] = {}

@@ -20,6 +20,7 @@ import json_repair
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
+
 from recollect.llm.usage import call_record, estimate_tokens, merge_usage, mg_token_estimate
 from recollect.prompts import render_prompt
 

@@ -8,11 +8,29 @@ later sessions never renumbers earlier chunks. No LLM call is made.
 
 from __future__ import annotations
 
-from recollect.config import Context
+from dataclasses import dataclass
+from typing import Literal
+
 from recollect.dialogue.models import Conversation, Turn
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
+from recollect.settings import setting
+
+
+@dataclass(kw_only=True)
+class ChunkSettings:
+    """The chunk memory's settings, shared by the graphs that read it (memr3, rag) and the recall tool.
+
+    They keep MemR3's `memr3_` prefix: the chunk memory is MemR3's retrieval backbone, and rag is that
+    backbone alone.
+    """
+
+    memr3_candidate_k: int = setting(20, "MemR3: candidate pool before reranking", ge=1)
+    memr3_chunk_tokens: int = setting(
+        256, "MemR3: chunk size in tokens (turn-aligned, within a session); set at ingest", ge=1)
+    memr3_rerank: Literal["none", "hybrid"] = setting(
+        "hybrid", "MemR3: rerank candidates with BM25 + dense fusion (hybrid) or not (none)")
 
 
 def chunk_kind(chunk_tokens: int) -> str:
@@ -49,12 +67,12 @@ def chunk_turns(conversation: Conversation, chunk_tokens: int) -> list[Unit]:
     return units
 
 
-def chunk_index(ws: Workspace, namespace: str, ctx: Context) -> VectorIndex:
+def chunk_index(ws: Workspace, namespace: str, ctx: ChunkSettings) -> VectorIndex:
     return ws.index(chunk_kind(ctx.memr3_chunk_tokens), namespace)
 
 
-def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress):  # noqa: ANN001
-    from recollect.ingestion import BuildReport
+def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation, ctx: ChunkSettings, progress):  # noqa: ANN001
+    from recollect.memory.build import BuildReport
 
     units = chunk_turns(conversation, ctx.memr3_chunk_tokens)
     index = chunk_index(ws, namespace, ctx)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 import numpy as np
+
 from recollect.memory.vectors import Unit, VectorIndex
 
 Rerank = Literal["none", "hybrid"]

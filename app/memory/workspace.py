@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings

@@ -11,7 +11,8 @@ from typing import Any
 
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
-from recollect.config import Context
+
+from recollect.graphs.baselines.settings import BaselineContext
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens
@@ -30,7 +31,7 @@ from recollect.steps import (
 from recollect.trace import emit
 
 
-def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:
+def _answer_from(state: MemoryState, ctx: BaselineContext, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:
     user = render_prompt("baselines", "answer", memories="\n".join(lines) or "(none)", question=state["question"])
     res = call_structured(get_chat_model(ctx), messages(None, user), AnswerReply, node=node,
                           method=ctx.structured_method, max_tokens=120)
@@ -52,7 +53,7 @@ def _answer_from(state: MemoryState, ctx: Context, lines: list[str], shown: list
     }
 
 
-def rag_retrieve(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def rag_retrieve(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     ctx = runtime.context
     units = snippet_source(ctx, state["namespace"]).retrieve(state["question"], [], ctx.rag_top_k)
     snippets = [{"chunk_id": u.id, "turn_ids": list(u.turn_ids), "text": u.text} for u in units]
@@ -66,12 +67,12 @@ def rag_retrieve(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any
     }
 
 
-def rag_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def rag_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     snippets = state.get("retrieved") or []
     return _answer_from(state, runtime.context, [s["text"] for s in snippets], state.get("masks") or [], "rag")
 
 
-def full_context_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def full_context_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ws.require_namespace(state["namespace"])
@@ -95,7 +96,7 @@ def full_context_answer(state: MemoryState, runtime: Runtime[Context]) -> dict[s
     return update
 
 
-rag_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+rag_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_schema=InputState, output_schema=OutputState)
 rag_builder.add_node("retrieve", rag_retrieve)
 rag_builder.add_node("answer", rag_answer)
 rag_builder.add_edge("retrieve", "answer")
@@ -103,9 +104,14 @@ wire_question_lifecycle(rag_builder, "retrieve", "answer")
 rag = rag_builder.compile()
 rag.name = "rag"
 
-full_context_builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState,
+full_context_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_schema=InputState,
                                   output_schema=OutputState)
 full_context_builder.add_node("answer", full_context_answer)
 wire_question_lifecycle(full_context_builder, "answer", "answer")
 full_context = full_context_builder.compile()
 full_context.name = "full_context"
+
+
+def recursion_limit(ctx: BaselineContext) -> int:
+    """Both baselines run a fixed handful of steps."""
+    return 10

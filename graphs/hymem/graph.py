@@ -25,9 +25,10 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
-from recollect.config import Context
+
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.graphs.hymem.memory import load_sessions, summary_index
+from recollect.graphs.hymem.settings import HyMemContext
 from recollect.llm.lenient import Text, as_int_or_raw
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import StructuredResult, call_structured
@@ -117,7 +118,7 @@ class ReflectReply(BaseModel):
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _top_summaries(ctx: Context, namespace: str, query: str, n: int) -> list[Unit]:
+def _top_summaries(ctx: HyMemContext, namespace: str, query: str, n: int) -> list[Unit]:
     """The top-n Level-1 summaries by cosine to `query`; ties keep corpus order.
 
     Over-fetching first makes the cut deterministic: the vector store breaks ties at its n-th
@@ -138,7 +139,7 @@ def _numbered(i: int, u: Unit) -> str:
     return f"id: {i}, {_line(u)}"
 
 
-def _style(ctx: Context, module: str) -> str:
+def _style(ctx: HyMemContext, module: str) -> str:
     """The answer-form instruction for `light` or `deep` (hymem_answer_style)."""
     return load_prompt("hymem", f"style_{module}_{ctx.hymem_answer_style}")
 
@@ -146,7 +147,7 @@ def _style(ctx: Context, module: str) -> str:
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def _light_supports(ctx: Context, kept: list[Unit], used: list[int], answer: str) -> tuple[list[str], str]:
+def _light_supports(ctx: HyMemContext, kept: list[Unit], used: list[int], answer: str) -> tuple[list[str], str]:
     """Turns behind a light answer, and where they came from (hymem_light_supports)."""
     if ctx.hymem_light_supports == "all_shown":
         return _turns_of(kept), "all shown summaries"
@@ -162,7 +163,7 @@ def _light_supports(ctx: Context, kept: list[Unit], used: list[int], answer: str
     return _turns_of(kept), "all shown summaries (no citation, no overlap)"
 
 
-def _in_turns(ctx: Context, namespace: str, answer: str, turn_ids: list[str]) -> bool:
+def _in_turns(ctx: HyMemContext, namespace: str, answer: str, turn_ids: list[str]) -> bool:
     """The answer's content words are in these turns' text or date (hymem_light_grounding)."""
     turns = workspace(ctx).turns(namespace)
     sources = [f"{t.date_time} {t.full_text}" for tid in turn_ids if (t := turns.get(tid)) is not None]
@@ -181,7 +182,7 @@ def _round(state: MemoryState) -> int:
     return int(state.get("iteration") or 0)
 
 
-def _call(ctx: Context, name: str, schema: type[BaseModel], node: str, **values: Any) -> StructuredResult[Any]:
+def _call(ctx: HyMemContext, name: str, schema: type[BaseModel], node: str, **values: Any) -> StructuredResult[Any]:
     user = render_prompt("hymem", name, **values)
     return call_structured(get_chat_model(ctx), messages(None, user), schema, node=node,
                            method=ctx.structured_method, max_tokens=MAX_TOKENS)
@@ -190,7 +191,7 @@ def _call(ctx: Context, name: str, schema: type[BaseModel], node: str, **values:
 # --- nodes --------------------------------------------------------------------------------------
 
 
-def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def light(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     workspace(ctx).require_namespace(ns)
@@ -258,7 +259,7 @@ def light(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-def _select_batch(ctx: Context, query: str, batch: list[Unit]) -> tuple[list[int], dict[str, Any], dict[str, Any]]:
+def _select_batch(ctx: HyMemContext, query: str, batch: list[Unit]) -> tuple[list[int], dict[str, Any], dict[str, Any]]:
     """One selection call for the current query q_i; returns (valid indices, usage, note for the trace)."""
     lines = "\n".join(_numbered(i, u) for i, u in enumerate(batch))
     res = _call(ctx, "deep_select", SelectReply, "deep_select", question=query, lines=lines)
@@ -291,7 +292,7 @@ def _session_lines(doc: dict[str, Any], budget: int) -> tuple[list[str], list[st
     return kept, ids[: len(kept) - 1]
 
 
-def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def deep(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     question = state["question"]
@@ -306,7 +307,7 @@ def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     size = max(1, ctx.hymem_deep_batch)
     batches = [candidates[i : i + size] for i in range(0, len(candidates), size)]
     if ctx.hymem_parallel_batches and len(batches) > 1:
-        # Context-copying pool: LangChain callbacks and the run config follow into the threads.
+        # HyMemContext-copying pool: LangChain callbacks and the run config follow into the threads.
         with ContextThreadPoolExecutor(max_workers=min(len(batches), 8)) as pool:
             results = list(pool.map(lambda b: _select_batch(ctx, query, b), batches))
     else:
@@ -423,7 +424,7 @@ def deep(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def reflect(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     rnd = _round(state)
     query = state.get("query") or state["question"]
@@ -462,7 +463,7 @@ def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def answer(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     draft = clean_answer(state.get("draft_answer"))
     draft = "" if is_no_info(draft) else draft
@@ -497,7 +498,7 @@ def route_after_reflect(state: MemoryState) -> Literal["light", "answer"]:
     return "light" if state.get("hymem_next") == "light" else "answer"
 
 
-builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MemoryState, context_schema=HyMemContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("light", light)
 builder.add_node("deep", deep)
 builder.add_node("reflect", reflect)
@@ -509,3 +510,8 @@ wire_question_lifecycle(builder, "light", "answer")
 
 graph = builder.compile()
 graph.name = "hymem"
+
+
+def recursion_limit(ctx: HyMemContext) -> int:
+    """LangGraph steps a run may take with these settings (rounds times the nodes of a round, plus the rest)."""
+    return 6 * ctx.hymem_max_rounds + 10

@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator, model_validator
-from recollect.config import Context, get_settings
+
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
+from recollect.graphs.hymem.settings import HyMemContext
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_name
@@ -46,6 +47,7 @@ from recollect.llm.structured import call_structured, extract_json
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
 from recollect.prompts import prompt_hash, render_prompt
+from recollect.settings import get_settings
 
 METHOD = "hymem"
 SUMMARY_KIND = "hymem_summaries"  # the Chroma collection kind
@@ -123,7 +125,7 @@ class SummaryReply(BaseModel):
         return kept
 
 
-def min_items(n_turns: int, ctx: Context) -> int:
+def min_items(n_turns: int, ctx: HyMemContext) -> int:
     """Items a session of `n_turns` needs (hymem_turns_per_summary; 0 = any non-empty list, the spec)."""
     per = ctx.hymem_turns_per_summary
     return max(1, math.ceil(n_turns / per)) if per > 0 else 1
@@ -234,7 +236,7 @@ def _sparse_items(raw: str) -> list[dict[str, Any]]:
         return []
 
 
-def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, text: str, report: Any,
+def _summarise(ws: Workspace, namespace: str, session: Session, ctx: HyMemContext, text: str, report: Any,
                cache: LLMCache, model: Any, name: str, temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
     """The session's raw items (cached or from one LLM call); returns (items, fallback, error)."""
     needed = min_items(len(session.turns), ctx)
@@ -262,8 +264,8 @@ def _summarise(ws: Workspace, namespace: str, session: Session, ctx: Context, te
     return items, False, ""
 
 
-def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    from recollect.ingestion import BuildReport
+def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: HyMemContext, progress: Any) -> Any:
+    from recollect.memory.build import BuildReport
 
     report = BuildReport(METHOD, sessions=len(conversation.sessions))
     index = summary_index(ws, namespace)

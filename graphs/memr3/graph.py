@@ -22,9 +22,10 @@ from typing import Any, Literal
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
+
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.config import Context
 from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.graphs.memr3.settings import MemR3Context
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
@@ -118,7 +119,7 @@ def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
 _SCHEMAS = {a: router_schema(a) for a in [DECISIONS, *((d,) for d in DECISIONS)]}
 
 
-def _opportunity(state: MemoryState, ctx: Context) -> bool:
+def _opportunity(state: MemoryState, ctx: MemR3Context) -> bool:
     """Some chunk with no masked turn remains, and the retrieval-attempt budget is not spent."""
     if state.get("memr3_retrieval_attempts", 0) >= ctx.memr3_retrieval_budget:
         return False
@@ -141,7 +142,7 @@ def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
 # --- nodes -------------------------------------------------------------------------------------
 
 
-def retrieve(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def retrieve(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     question = state["question"]
     refinement = (state.get("query") or "").strip()
@@ -185,7 +186,7 @@ def retrieve(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def router(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def router(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     iteration = state.get("iteration", 0)
     budget_call = iteration + 1 >= ctx.memr3_max_iterations
@@ -266,7 +267,7 @@ def router(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-def reflect(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def reflect(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     forced = bool(state.get("memr3_decision_forced"))
     streak_hit = state.get("memr3_reflect_streak", 0) >= ctx.memr3_max_reflect_streak
@@ -286,7 +287,7 @@ def _router_fell_back(state: MemoryState) -> bool:
     return bool(routers and routers[-1].get("fallback"))
 
 
-def _answer_turns(state: MemoryState, ctx: Context, evidence_ids: list[str], budget: int) -> list[tuple[list[str], str]]:
+def _answer_turns(state: MemoryState, ctx: MemR3Context, evidence_ids: list[str], budget: int) -> list[tuple[list[str], str]]:
     """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them."""
     out: list[tuple[list[str], str]] = []
     used = 0
@@ -311,7 +312,7 @@ def _answer_turns(state: MemoryState, ctx: Context, evidence_ids: list[str], bud
     return out
 
 
-def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def answer(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     question = state["question"]
     evidence = list(state.get("evidence") or [])
@@ -386,7 +387,7 @@ def route_after_router(state: MemoryState) -> Literal["retrieve", "reflect", "an
     return decision if decision in DECISIONS else "reflect"  # type: ignore[return-value]
 
 
-builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MemoryState, context_schema=MemR3Context, input_schema=InputState, output_schema=OutputState)
 builder.add_node("retrieve", retrieve)
 builder.add_node("router", router)
 builder.add_node("reflect", reflect)
@@ -400,5 +401,5 @@ graph = builder.compile()
 graph.name = "memr3"
 
 
-def recursion_limit(ctx: Context) -> int:
+def recursion_limit(ctx: MemR3Context) -> int:
     return max(4 * ctx.memr3_max_iterations, 10)

@@ -6,7 +6,7 @@ assess ─┬─ sufficient, or iteration ≥ mg_max_rounds → rewrite
         └─ otherwise                                 → retrieve_round
 rewrite → END
 
-Our additions to the spec's rounds, each a `Context` setting whose other value is the spec:
+Our additions to the spec's rounds, each a `MGRetrievalContext` setting whose other value is the spec:
 `mg_assess_grounding` (a "sufficient" answer must be found in the memories shown), `mg_dense_fill`
 (a narrow group is topped up with the question's nearest unmasked turns), `mg_exhausted_fallback`
 (rounds left after the pyramid are dense rounds), `mg_keep_critical_when_none` (a reply naming no
@@ -27,8 +27,8 @@ import numpy as np
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
+
 from recollect.answer_rewrite import memory_line, memory_lines, rewrite_answer
-from recollect.config import Context
 from recollect.dialogue.models import Turn
 from recollect.graphs.mgretrieval.memory import (
     METHOD,
@@ -38,6 +38,7 @@ from recollect.graphs.mgretrieval.memory import (
     normalise_keyword,
     question_ngrams,
 )
+from recollect.graphs.mgretrieval.settings import MGRetrievalContext
 from recollect.llm.lenient import StrList, Text, as_str_list
 from recollect.llm.models import get_chat_model, model_name
 from recollect.llm.structured import call_structured
@@ -176,7 +177,7 @@ def candidate_keywords(ws: Workspace, namespace: str, question: str, vocab: Keyw
     return out, [g for g in grams if g in out]
 
 
-def select_keywords(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def select_keywords(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -245,7 +246,7 @@ def speaker_keywords(ws: Workspace, namespace: str) -> set[str]:
     return {normalise_keyword(t.speaker) for t in ws.turns(namespace).values()} - {""}
 
 
-def build_pyramid(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def build_pyramid(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -279,7 +280,7 @@ def _assess_fixed_tokens(state: MemoryState) -> int:
                            + memory_lines(critical)) + 150
 
 
-def retrieve_round(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def retrieve_round(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -391,7 +392,7 @@ def _critical_fallback(ws: Workspace, ns: str, question: str, pool: list[dict[st
     return [m for m in pool if m["id"] in keep]
 
 
-def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def assess(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -470,7 +471,7 @@ def assess(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def rewrite(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def rewrite(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     draft = (state.get("draft_answer") or "").strip()
     critical = list(state.get("critical_memories") or [])
@@ -514,13 +515,13 @@ def route_after_retrieve(state: MemoryState) -> Literal["assess", "rewrite"]:
     return "rewrite" if state.get("mg_exhausted") or not state.get("mg_new_memories") else "assess"
 
 
-def route_after_assess(state: MemoryState, runtime: Runtime[Context]) -> Literal["retrieve_round", "rewrite"]:
+def route_after_assess(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> Literal["retrieve_round", "rewrite"]:
     if state.get("mg_sufficient") or state.get("iteration", 0) >= runtime.context.mg_max_rounds:
         return "rewrite"
     return "retrieve_round"
 
 
-builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MemoryState, context_schema=MGRetrievalContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("select_keywords", select_keywords)
 builder.add_node("build_pyramid", build_pyramid)
 builder.add_node("retrieve_round", retrieve_round)
@@ -534,3 +535,8 @@ wire_question_lifecycle(builder, "select_keywords", "rewrite")
 
 graph = builder.compile()
 graph.name = "mgretrieval"
+
+
+def recursion_limit(ctx: MGRetrievalContext) -> int:
+    """LangGraph steps a run may take with these settings (rounds times the nodes of a round, plus the rest)."""
+    return 4 * ctx.mg_max_rounds + 20

@@ -10,7 +10,7 @@ Paper §3.1 (eqs. 1–6), built per session instead of per memory (specs/methods
 4. **Update** (eqs. 3–6): T_i = K_i with matched keywords replaced by their entry; unmatched
    keywords join V; Φ(v) gains the turn for every v in T_i.
 
-Both calls answer in `Context.mg_ingest_format`: "compact" (numbers and short strings, about half the
+Both calls answer in `MGRetrievalContext.mg_ingest_format`: "compact" (numbers and short strings, about half the
 generated tokens) or "json" (the spec's keyed objects); either shape is parsed in either mode and goes
 through the same validation, so equivalent replies build the same V, Φ and T_i.
 
@@ -38,8 +38,9 @@ from typing import Any, ClassVar
 import numpy as np
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
-from recollect.config import Context, get_settings
+
 from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.mgretrieval.settings import MGRetrievalContext
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import as_str_list
 from recollect.llm.models import get_chat_model, model_name
@@ -49,6 +50,7 @@ from recollect.memory.embeddings import embedder_name
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
 from recollect.prompts import load_prompt, prompt_hash, render_prompt
+from recollect.settings import get_settings
 
 METHOD = "mgretrieval"
 VOCAB_KIND = "mg_vocab"  # Chroma kind of the vocabulary-entry embeddings
@@ -61,7 +63,7 @@ FALLBACK_MAX = 8
 # Compact p_s1 schema cap: characters per keyword in a turn's comma-separated keyword string (a 1–3
 # word keyword plus ", " fits easily); it stops a looping string without cutting a normal reply.
 CHARS_PER_KEYWORD = 24
-# Prompt templates of calls 1 and 2 per `Context.mg_ingest_format`.
+# Prompt templates of calls 1 and 2 per `MGRetrievalContext.mg_ingest_format`.
 PROMPTS = {
     "json": ("extract_keywords", "match_vocabulary"),
     "compact": ("extract_keywords_compact", "match_vocabulary_compact"),
@@ -260,7 +262,7 @@ class KeywordPyramid:
 
 # --- LLM reply schemas ----------------------------------------------------------------------------
 #
-# Two reply formats (`Context.mg_ingest_format`), parsed by the same lenient models so that a reply
+# Two reply formats (`MGRetrievalContext.mg_ingest_format`), parsed by the same lenient models so that a reply
 # in either shape is understood in either mode:
 # - "json" (the spec's): {"turns": [{"id": "D1:3", "keywords": [...]}]} and
 #   {"matches": [{"keyword": "hiking", "entry": "hike"}]}.
@@ -528,7 +530,7 @@ def _session_date(session: Session) -> str:
     return session.date or session.date_time or "unknown date"
 
 
-def settings_fingerprint(ctx: Context, model: Any, embedder: str) -> str:
+def settings_fingerprint(ctx: MGRetrievalContext, model: Any, embedder: str) -> str:
     """Everything besides the session text that can change V and Φ: part of each chain hash."""
     parts = {
         "k": ctx.mg_keywords_per_memory,
@@ -557,7 +559,7 @@ def chain_hashes(sessions: Sequence[Session], fingerprint: str) -> list[str]:
 class VocabularyBuilder:
     """Runs p_s1 → pre-match → p_s2 → update for one session at a time, over a live vocabulary."""
 
-    def __init__(self, ws: Workspace, namespace: str, ctx: Context, report: Any) -> None:
+    def __init__(self, ws: Workspace, namespace: str, ctx: MGRetrievalContext, report: Any) -> None:
         self.ws = ws
         self.namespace = namespace
         self.ctx = ctx
@@ -795,9 +797,9 @@ class VocabularyBuilder:
         return self.index.upsert(units)
 
 
-def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
-    """The registered MGRetrieval builder (see `recollect.ingestion.BUILDERS`)."""
-    from recollect.ingestion import BuildReport
+def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetrievalContext, progress: Any) -> Any:
+    """The registered MGRetrieval builder (see `recollect.graphs.registry.BUILDERS`)."""
+    from recollect.memory.build import BuildReport
 
     start = time.monotonic()
     report = BuildReport(METHOD)

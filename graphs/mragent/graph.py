@@ -21,13 +21,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
+
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.config import Context
 from recollect.graphs.mragent.memory import STOPWORDS, cue_norm, fallback_cues, turn_of
 from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
 from recollect.graphs.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
 from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
 from recollect.graphs.mragent.seed import build_seed, parse_window
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
 from recollect.graphs.mragent.tools import ToolContext, error_result, execute, structured_tools
@@ -47,7 +48,7 @@ from recollect.trace import emit
 P = "mragent"
 
 
-def _graph(ctx: Context, namespace: str) -> CueTagGraph:
+def _graph(ctx: MRAgentContext, namespace: str) -> CueTagGraph:
     return CueTagGraph.load(workspace(ctx), namespace)
 
 
@@ -63,7 +64,7 @@ def _shown_update(state: MemoryState, shown: Rendered) -> dict[str, Any]:
     }
 
 
-def extract_cues(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def extract_cues(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     _graph(ctx, state["namespace"])  # a namespace with no graph fails here, before any LLM call
     question = state["question"]
@@ -100,7 +101,7 @@ def extract_cues(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any
     }
 
 
-def seed(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def seed(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
     seed_out, _topics, usage, records = build_seed(g, ctx, state["question"], state.get("mra_cues") or [],
@@ -112,7 +113,7 @@ def after_seed(state: MemoryState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def navigate(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def navigate(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     it = state.get("iteration", 0) + 1
@@ -171,7 +172,7 @@ def _apply_keep(
     return current, info
 
 
-def route(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def route(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     rnd = state.get("iteration", 0)
     parsed = parse_reply(state.get("mra_raw_reply"))
@@ -231,7 +232,7 @@ def after_route(state: MemoryState) -> Literal["answer", "tools", "navigate"]:
     return "navigate"
 
 
-def tools(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def tools(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     """Run the pending calls. Nothing is masked here: the next prompt masks what it renders."""
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
@@ -271,7 +272,7 @@ def after_tools(state: MemoryState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def _forced_reply(state: MemoryState, ctx: Context, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
+def _forced_reply(state: MemoryState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
     """The forced final call: one call, no retry (the loop's max_rounds LLM calls include it)."""
     shown = final_prompt(state, ctx, g)
     msg, usage = invoke_counted(json_bound(get_chat_model(ctx), ctx, FinalReply, 200),
@@ -285,7 +286,7 @@ def _forced_reply(state: MemoryState, ctx: Context, g: CueTagGraph) -> tuple[Ren
     return shown, None, usage, content
 
 
-def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+def answer(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
     draft = (state.get("draft_answer") or "").strip()
@@ -336,13 +337,13 @@ def answer(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def recursion_limit(ctx: Context) -> int:
+def recursion_limit(ctx: MRAgentContext) -> int:
     return 4 * ctx.mra_max_rounds + 10
 
 
 # --------------------------------------------------------------------------------------------- graph
 
-builder = StateGraph(MemoryState, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MemoryState, context_schema=MRAgentContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("extract_cues", extract_cues)
 builder.add_node("seed", seed)
 builder.add_node("navigate", navigate)

@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
-from recollect.config import Context
+
 from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.lenient import StrList, Text, as_text
 from recollect.llm.models import get_chat_model, model_name
@@ -152,7 +153,7 @@ def turn_of(event_or_turn: str) -> str | None:
 
 # --------------------------------------------------------------------------------------------- schemas
 #
-# Two reply formats (`Context.mra_ingest_format`), one validated value. `json` is the spec's keyed
+# Two reply formats (`MRAgentContext.mra_ingest_format`), one validated value. `json` is the spec's keyed
 # objects (prompts rewrite.md / keywords.md, schema = the pydantic models below). `compact` drops
 # the repeated keys: positional arrays, local numbers instead of ids, "" for the session date, topics as
 # a plain list (prompts rewrite_compact.md / cues_compact.md). `compact_merged` also puts each
@@ -543,7 +544,7 @@ def _temperature(model: Any) -> float:
 
 
 def _cached_call(
-    cache: LLMCache, key: str, model: Any, msgs: list, schema: type[BaseModel], node: str, ctx: Context,
+    cache: LLMCache, key: str, model: Any, msgs: list, schema: type[BaseModel], node: str, ctx: MRAgentContext,
     max_tokens: int, report: Any,
 ) -> tuple[Any, str | None]:
     """A cached structured call: returns (validated value or None, failure note)."""
@@ -587,7 +588,7 @@ FORMATS = {
 }
 
 
-def lexical_cues(ctx: Context) -> bool:
+def lexical_cues(ctx: MRAgentContext) -> bool:
     """Whether sentences take their content words as cues with no call B (`mra_ingest_cues`); the
     merged format's cues come with call A, so the setting does not apply to it."""
     return ctx.mra_ingest_cues == "lexical" and not FORMATS[ctx.mra_ingest_format].merged
@@ -599,7 +600,7 @@ def _cap(cap: tuple[int, int, int], n: int) -> int:
 
 
 def _build_session(
-    ws: Workspace, namespace: str, session: Session, ctx: Context, cache: LLMCache, report: Any
+    ws: Workspace, namespace: str, session: Session, ctx: MRAgentContext, cache: LLMCache, report: Any
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
     from langchain_core.messages import HumanMessage
 
@@ -702,7 +703,7 @@ def _stamp(ws: Workspace, namespace: str) -> str:
     return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()[:16]
 
 
-def _session_hash(session: Session, ctx: Context) -> str:
+def _session_hash(session: Session, ctx: MRAgentContext) -> str:
     """The session stamp: a session is rebuilt when its content, window size, reply format or cue
     source changes (the stamps keep their earlier form for the json format and for LLM cues, so graphs
     built before those settings stay valid). A rebuild reads call A from the LLM cache."""
@@ -714,9 +715,9 @@ def _session_hash(session: Session, ctx: Context) -> str:
     return base
 
 
-def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: Context, progress: Any) -> Any:
+def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MRAgentContext, progress: Any) -> Any:
     """Build or extend the namespace's Cue–Tag–Content graph (idempotent, incremental, crash-safe)."""
-    from recollect.ingestion import BuildReport
+    from recollect.memory.build import BuildReport
 
     report = BuildReport(METHOD)
     cache = LLMCache(ws.docs)

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recollect.config import Context
 from recollect.graphs.mragent.memory import turn_of
 from recollect.graphs.mragent.protocol import KEEP_TOOL, call_text
 from recollect.graphs.mragent.seed import SEED_SECTIONS
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import REGISTRY, tool_catalog
 from recollect.llm.usage import estimate_tokens
@@ -146,7 +146,7 @@ def _earlier(out: _Out, log: list[dict[str, Any]], rnd: int) -> str:
     return "\n".join(lines) or "(none)"
 
 
-def _protocol(ctx: Context) -> tuple[str, str]:
+def _protocol(ctx: MRAgentContext) -> tuple[str, str]:
     # rendered (not just loaded) so the templates' escaped braces reach the model as single braces
     if ctx.mra_tool_protocol == "native":
         return render_prompt(P, "protocol_native"), ", ".join([*REGISTRY, KEEP_TOOL])
@@ -159,7 +159,7 @@ def _finish(rendered: Rendered) -> Rendered:
     return rendered
 
 
-def navigate_prompt(state: dict[str, Any], ctx: Context, g: CueTagGraph) -> Rendered:
+def navigate_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
     """The navigate prompt: H, seed, newest results turn by turn, earlier calls — all under one hard budget."""
     it = state.get("iteration", 0)
     total = state.get("mra_calls_total", 0)
@@ -185,7 +185,7 @@ def navigate_prompt(state: dict[str, Any], ctx: Context, g: CueTagGraph) -> Rend
     return _finish(rendered)
 
 
-def final_prompt(state: dict[str, Any], ctx: Context, g: CueTagGraph) -> Rendered:
+def final_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
     """The forced final prompt: H first, then tool results newest round first (raw turns, dates,
     persona facts), then the seed — as much as fits."""
     pieces = dict(question=state["question"], answer_rules=load_prompt(P, "answer_rules"))

@@ -12,14 +12,15 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from recollect.config import Context
+
 from recollect.graphs.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.llm.structured import json_format_kwargs, json_objects, resolve_method
 
 KEEP_TOOL = "keep_memories"
 
 
-def json_bound(model: Any, ctx: Context, schema: type[BaseModel], max_tokens: int) -> Any:
+def json_bound(model: Any, ctx: MRAgentContext, schema: type[BaseModel], max_tokens: int) -> Any:
     """The model constrained to a JSON schema where the endpoint supports it (no tools bound)."""
     # function_calling binds no response format here: the JSON protocol reads the reply's text
     return model.bind(max_tokens=max_tokens, **json_format_kwargs(schema, resolve_method(model, ctx.structured_method)))
@@ -28,6 +29,7 @@ def json_bound(model: Any, ctx: Context, schema: type[BaseModel], max_tokens: in
 def keep_tool() -> Any:
     """`keep_memories` as a LangChain tool, bound next to the traversal tools (never executed)."""
     from langchain_core.tools import StructuredTool
+
     from recollect.prompts import load_prompt
 
     def keep_memories(keep: list[str] | None = None, prune: list[str] | None = None) -> str:

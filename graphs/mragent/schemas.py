@@ -10,6 +10,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+
 from recollect.llm.lenient import StrList, Text
 
 

@@ -13,9 +13,10 @@ from datetime import date
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from recollect.config import Context
+
 from recollect.graphs.mragent.memory import EVENTS_KIND, TOPICS_KIND, cue_norm
 from recollect.graphs.mragent.schemas import PickReply, ScoreReply
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import tool_catalog
 from recollect.llm.models import get_chat_model
@@ -88,7 +89,7 @@ def _candidate_lines(g: CueTagGraph, ids: list[str]) -> str:
 
 
 def preselect(
-    g: CueTagGraph, ctx: Context, question: str, cands: list[str], by_sim: list[str]
+    g: CueTagGraph, ctx: MRAgentContext, question: str, cands: list[str], by_sim: list[str]
 ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
     """The configured pre-selection when more than K2 candidates remain (spec §3.3 seed 3.3)."""
     k2 = ctx.mra_k2
@@ -128,7 +129,7 @@ def preselect(
 
 
 def cue_tags(
-    g: CueTagGraph, ctx: Context, question: str, cues: list[dict[str, Any]]
+    g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[str, Any]]
 ) -> tuple[list[tuple[str, list[str], dict[str, float]]], dict[str, Any], list[dict[str, Any]]]:
     """Question cues whose normalised form equals a graph cue: (cue, tags kept, tag scores)."""
     out: list[tuple[str, list[str], dict[str, float]]] = []
@@ -165,7 +166,7 @@ def cue_tags(
     return out, usage, records
 
 
-def _paths(g: CueTagGraph, ctx: Context, question: str, cues: list[dict[str, Any]], window: list[str] | None
+def _paths(g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[str, Any]], window: list[str] | None
            ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """Relation matching, then the temporal or the main path: the ranked candidates before rendering."""
     full, partial = g.match_question(cues, ctx.mra_jaccard)
@@ -211,7 +212,7 @@ def _paths(g: CueTagGraph, ctx: Context, question: str, cues: list[dict[str, Any
     return found, usage, records
 
 
-def seed_budget(ctx: Context, question: str) -> int:
+def seed_budget(ctx: MRAgentContext, question: str) -> int:
     """The seed's share of the navigate prompt (the rest is for H and the newest tool results)."""
     overhead = estimate_tokens(load_prompt(P, "navigate") + load_prompt(P, "protocol_json") + tool_catalog()
                                + load_prompt(P, "answer_rules") + question) + 100
@@ -219,7 +220,7 @@ def seed_budget(ctx: Context, question: str) -> int:
 
 
 def build_seed(
-    g: CueTagGraph, ctx: Context, question: str, cues: list[dict[str, Any]], window: list[str] | None,
+    g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[str, Any]], window: list[str] | None,
     masks: set[str],
 ) -> tuple[dict[str, Any], list[str], dict[str, Any], list[dict[str, Any]]]:
     """(seed sections as rendered lines, topic ids listed, usage, trace records)."""

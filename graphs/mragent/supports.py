@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from recollect.config import Context
 from recollect.graphs.mragent.memory import turn_of
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.steps import contains_answer, grounded_supports
 
@@ -46,7 +46,7 @@ def answer_memories(g: CueTagGraph, supports: list[str], kept: list[dict[str, An
     return cited_memories(g, supports) + [m for m in kept if m["id"] not in supports]
 
 
-def answer_supports(ctx: Context, namespace: str, text: str, shown_turns: list[str], visible: list[str],
+def answer_supports(ctx: MRAgentContext, namespace: str, text: str, shown_turns: list[str], visible: list[str],
                      g: CueTagGraph | None, note: dict[str, Any]) -> list[str]:
     """Supports for an answer whose citations were unusable, never naming an unseen turn."""
     # Shown turns whose raw text contains the answer (the shared guard keeps "No" out of "know").

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
-from recollect.config import Context
+
 from recollect.graphs.mragent.memory import EVENTS_KIND, TOPIC_ID, cue_norm, cue_tokens, turn_of
+from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.memory.embeddings import cosine_matrix
 from recollect.prompts import load_prompt
@@ -40,7 +41,7 @@ class ToolContext:
     question: str
     masks: set[str] = field(default_factory=set)  # rendered before this round, plus returned in this round
     seen_cues: set[str] = field(default_factory=set)  # normalised cue forms
-    cfg: Context = field(default_factory=Context)
+    cfg: MRAgentContext = field(default_factory=MRAgentContext)
 
 
 @dataclass
@@ -385,9 +386,10 @@ def tool_catalog() -> str:
     return "\n".join(f"- {s.name}({_arg_signature(s.args_model)}): {s.description}" for s in REGISTRY.values())
 
 
-def structured_tools(ctx: Context, namespace: str, question: str = "") -> list[Any]:
+def structured_tools(ctx: MRAgentContext, namespace: str, question: str = "") -> list[Any]:
     """The registry as LangChain `StructuredTool`s bound to a namespace (fresh masks per call)."""
     from langchain_core.tools import StructuredTool
+
     from recollect.memory.workspace import open_workspace
 
     def bind(spec: ToolSpec) -> Callable[..., str]:

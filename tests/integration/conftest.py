@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from recollect.config import Context
+
+from recollect.graphs.registry import AllMethodsContext
 
 
 @pytest.fixture(scope="session")
@@ -19,9 +20,9 @@ def minilm_workspace(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def local_ctx(minilm_workspace, chat_model) -> Context:
+def local_ctx(minilm_workspace, chat_model) -> AllMethodsContext:
     """A context on a data dir whose namespace `sample` holds the sample dialogue."""
-    return Context(data_dir=str(minilm_workspace.data_dir), chat_model=chat_model)
+    return AllMethodsContext(data_dir=str(minilm_workspace.data_dir), chat_model=chat_model)
 
 
 @pytest.fixture(scope="session")

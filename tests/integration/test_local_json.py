@@ -7,8 +7,9 @@ import os
 import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
-from recollect.config import get_settings
+
 from recollect.llm.structured import call_structured, json_format_kwargs
+from recollect.settings import get_settings
 
 
 class Fact(BaseModel):

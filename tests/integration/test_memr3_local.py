@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.loaders import load_conversation
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 from recollect.runner import ask
@@ -13,13 +14,13 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def sample_ctx(local_ctx: Context, sample_file) -> Context:  # noqa: ANN001
+def sample_ctx(local_ctx: AllMethodsContext, sample_file) -> AllMethodsContext:  # noqa: ANN001
     ingest_conversation(load_conversation(sample_file), "sample", local_ctx, methods=["memr3"])
     return local_ctx
 
 
 @pytest.mark.parametrize("method", ["memr3", "rag", "full_context"])
-def test_easy_question_is_answered_with_supports(sample_ctx: Context, method: str) -> None:
+def test_easy_question_is_answered_with_supports(sample_ctx: AllMethodsContext, method: str) -> None:
     steps: list[dict] = []
     out = ask("sample", "What is the name of the dog Maya adopted?", method, sample_ctx, on_step=steps.append)
     assert "biscuit" in out["answer"].lower(), out["trace"]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.loaders import load_conversation
 from recollect.graphs.mgretrieval.memory import KeywordVocabulary
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 from recollect.runner import ask
@@ -21,13 +22,13 @@ NS = "mgretrieval"
 
 
 @pytest.fixture(scope="module")
-def mg_ctx(local_ctx: Context, sample_file) -> Context:  # noqa: ANN001
+def mg_ctx(local_ctx: AllMethodsContext, sample_file) -> AllMethodsContext:  # noqa: ANN001
     conv = load_conversation(sample_file)
     ingest_conversation(replace(conv, sessions=conv.sessions[:2]), NS, local_ctx, methods=["mgretrieval"])
     return local_ctx
 
 
-def test_easy_question_is_answered_with_supports(mg_ctx: Context) -> None:
+def test_easy_question_is_answered_with_supports(mg_ctx: AllMethodsContext) -> None:
     ws = open_workspace(mg_ctx.data_dir)
     vocab = KeywordVocabulary.load(ws, NS)
     assert vocab.entries and any(ids for ids in vocab.phi.values())

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.loaders import load_conversation
 from recollect.graphs.mragent.graph import graph, recursion_limit
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 
 pytestmark = pytest.mark.integration
 
 
-def test_mragent_answers_an_easy_question(local_ctx: Context, sample_file) -> None:  # noqa: ANN001
+def test_mragent_answers_an_easy_question(local_ctx: AllMethodsContext, sample_file) -> None:  # noqa: ANN001
     conversation = load_conversation(sample_file)
     reports = ingest_conversation(conversation, "mragent", local_ctx, methods=["mragent"])
     report = reports[-1]

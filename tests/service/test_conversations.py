@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.loaders import load_conversation
-from recollect.ingestion import available_builders, ingest_conversation
+from recollect.graphs.registry import AllMethodsContext, available_builders
+from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
-
 from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
 
 pytestmark = [pytest.mark.service]
@@ -53,7 +53,7 @@ def _start_serve(data: Path, base_url: str, log_name: str) -> tuple[subprocess.P
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data = tmp_path_factory.mktemp("conversations")
     ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
-    ctx = Context(data_dir=str(data), chat_model=scripted(default=scripted_callable))
+    ctx = AllMethodsContext(data_dir=str(data), chat_model=scripted(default=scripted_callable))
     conversation = load_conversation(ROOT / "examples" / "sample_dialogue.json")
     for ns in ("svc", "gone"):
         ingest_conversation(conversation, ns, ctx, methods=available_builders(), ws=ws)

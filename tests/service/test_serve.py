@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.loaders import load_conversation
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.local_runtime import free_port
 from recollect.memory.embeddings import HashEmbeddings
@@ -27,7 +28,7 @@ def server(chat_model, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     data = tmp_path_factory.mktemp("serve-data")
     ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
     ingest_conversation(load_conversation(ROOT / "examples" / "sample_dialogue.json"), "svc",
-                        Context(data_dir=str(data)), methods=["memr3"], ws=ws)
+                        AllMethodsContext(data_dir=str(data)), methods=["memr3"], ws=ws)
     port = free_port()
     env = dict(os.environ, RECOLLECT_DATA_DIR=str(data), RECOLLECT_EMBEDDER="hash")
     base = getattr(chat_model, "openai_api_base", None)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
-from recollect.config import Context
+
 from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.graphs.registry import AllMethodsContext
 
 
 def make_conversation(sessions: list[list[tuple[str, str]]], conv_id: str = "conv-t", captions: dict[str, str] | None = None) -> Conversation:
@@ -24,7 +25,7 @@ def make_conversation(sessions: list[list[tuple[str, str]]], conv_id: str = "con
     return Conversation(id=conv_id, speakers=("Ann", "Bob"), sessions=tuple(out))
 
 
-def run_graph(compiled: Any, ctx: Context, namespace: str, question: str, recursion_limit: int = 50) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_graph(compiled: Any, ctx: AllMethodsContext, namespace: str, question: str, recursion_limit: int = 50) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run with an in-memory checkpointer; returns (output, full final state values)."""
     g = compiled.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit}

@@ -11,10 +11,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from recollect.config import Context
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
-
 from tests.unit.helpers import make_conversation
 
 ID_LINE = re.compile(r"^\[(D\d+:\d+)\]", re.M)
@@ -98,7 +97,7 @@ def ingest_scripted(data_dir: str, sessions: list[list[tuple[str, str]]], aux: F
     """Ingest `sessions` for MGRetrieval with `aux` as the model, and check that ingestion took its
     scripted replies: no call failed and no turn got the rule-based fallback keywords. Returns the
     build report."""
-    ctx = Context(data_dir=data_dir, chat_model=aux.model, **ctx_kw)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=aux.model, **ctx_kw)
     report = ingest_conversation(make_conversation(sessions), namespace, ctx, methods=["mgretrieval"])[-1]
     assert report.fallbacks == [], report.fallbacks
     return report

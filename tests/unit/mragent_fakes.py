@@ -6,10 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from recollect.config import Context
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
-
 from tests.unit.helpers import make_conversation
 
 SESSIONS = [
@@ -144,14 +143,14 @@ def ingest_model(**kw: Any) -> ScriptedChatModel:
 
 
 def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, namespace: str = "ns",
-           model: ScriptedChatModel | None = None, **ctx_kw: Any) -> tuple[Context, Any]:
+           model: ScriptedChatModel | None = None, **ctx_kw: Any) -> tuple[AllMethodsContext, Any]:
     conv = make_conversation(sessions or SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
     model = model or ingest_model()
     if isinstance(model.default, IngestFake):
         model.default.sessions = conv.sessions
     # The acceptance behaviours are call B's (the spec's cue extraction); lexical cues have their own tests.
     ctx_kw.setdefault("mra_ingest_cues", "llm")
-    ctx = Context(data_dir=data_dir, chat_model=model, **ctx_kw)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, **ctx_kw)
     reports = ingest_conversation(conv, namespace, ctx, methods=["mragent"])
     return ctx, reports[-1]
 

@@ -7,13 +7,12 @@ from datetime import date
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.eval.runner import draft_answer
+from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from recollect.runner import load_graph
-
 from tests.unit.helpers import make_conversation, run_graph
 
 REF = date(2023, 5, 25)  # a Thursday
@@ -106,12 +105,12 @@ def _answer(text: str, supports: list[str]) -> Any:
 
 
 @pytest.fixture
-def built(data_dir: str) -> Context:
-    ingest_conversation(CONV, "life", Context(data_dir=data_dir), methods=["memr3"])
-    return Context(data_dir=data_dir)
+def built(data_dir: str) -> AllMethodsContext:
+    ingest_conversation(CONV, "life", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
+    return AllMethodsContext(data_dir=data_dir)
 
 
-def test_every_graph_ends_with_absolute_dates(built: Context) -> None:
+def test_every_graph_ends_with_absolute_dates(built: AllMethodsContext) -> None:
     """The rag graph cites D2:1 (2 May 2023): "next month" becomes June 2023, in the state, the
     thread's message and the trace."""
     ctx = built.with_overrides(chat_model=scripted(default=_answer("next month", ["D2:1"])))
@@ -124,26 +123,26 @@ def test_every_graph_ends_with_absolute_dates(built: Context) -> None:
         ("D2:1", "2023-05-02", "cited turn says it")
 
 
-def test_a_citation_without_the_phrase_falls_back_to_the_shown_turn(built: Context) -> None:
+def test_a_citation_without_the_phrase_falls_back_to_the_shown_turn(built: AllMethodsContext) -> None:
     ctx = built.with_overrides(chat_model=scripted(default=_answer("next month", ["D1:1"])))
     out, state = run_graph(load_graph("rag"), ctx, "life", "When is Ann going camping?")
     assert out["answer"] == "June 2023"
     assert next(r for r in state["trace"] if r["node"] == "absolute_dates")["reference_turn"] == "D2:1"
 
 
-def test_the_setting_off_keeps_the_models_answer(built: Context) -> None:
+def test_the_setting_off_keeps_the_models_answer(built: AllMethodsContext) -> None:
     ctx = built.with_overrides(chat_model=scripted(default=_answer("next month", ["D2:1"])), answer_absolute_dates=False)
     out, state = run_graph(load_graph("rag"), ctx, "life", "When is Ann going camping?")
     assert out["answer"] == "next month" and "absolute_dates" not in [r["node"] for r in state["trace"]]
 
 
-def test_an_answer_without_dates_leaves_no_record(built: Context) -> None:
+def test_an_answer_without_dates_leaves_no_record(built: AllMethodsContext) -> None:
     ctx = built.with_overrides(chat_model=scripted(default=_answer("Pixel", ["D1:1"])))
     out, state = run_graph(load_graph("rag"), ctx, "life", "What is the kitten called?")
     assert out["answer"] == "Pixel" and "absolute_dates" not in [r["node"] for r in state["trace"]]
 
 
-def test_the_replay_script_applies_the_graph_step_to_an_earlier_run(built: Context, tmp_path: Any, capsys: Any) -> None:
+def test_the_replay_script_applies_the_graph_step_to_an_earlier_run(built: AllMethodsContext, tmp_path: Any, capsys: Any) -> None:
     """benchmarks/answer_dates_replay.py: the rows of a run made without the step, replayed and re-scored;
     --check compares a run made with it."""
     import json

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from recollect.cli import main
 from recollect.memory.workspace import open_workspace
 
@@ -66,8 +67,8 @@ def test_empty_question(capsys: pytest.CaptureFixture[str], ingested: str) -> No
 def test_unreachable_endpoint_is_a_clear_error_and_resumable(
     capsys: pytest.CaptureFixture[str], ingested: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from recollect.config import get_settings
     from recollect.llm import models
+    from recollect.settings import get_settings
 
     monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("RECOLLECT_LLM_MAX_RETRIES", "0")

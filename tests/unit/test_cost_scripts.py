@@ -12,12 +12,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from recollect.config import Context
-from recollect.graphs.mgretrieval.memory import DOC_TURN
-from recollect.ingestion import ingest_conversation
-from recollect.memory.workspace import open_workspace
 
 from benchmarks import devslice, mgretrieval_cost, mragent_cost, runtime_numerics
+from recollect.graphs.mgretrieval.memory import DOC_TURN
+from recollect.graphs.registry import AllMethodsContext
+from recollect.ingestion import ingest_conversation
+from recollect.memory.workspace import open_workspace
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import call_kind
 from tests.unit.mragent_fakes import SESSIONS as MRA_SESSIONS
@@ -30,7 +30,7 @@ MG_SESSIONS = [[("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob
 @pytest.mark.parametrize("fmt", ["compact", "json"])
 def test_mgretrieval_fake_answers_the_format_asked_for(data_dir: str, fmt: str) -> None:
     model = mgretrieval_cost.scripted_model()
-    ctx = Context(data_dir=data_dir, chat_model=model, mg_ingest_format=fmt, mg_match_min_sim=-1.0)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mg_ingest_format=fmt, mg_match_min_sim=-1.0)
     report = ingest_conversation(make_conversation(MG_SESSIONS), "ns", ctx, methods=["mgretrieval"])[-1]
     assert report.fallbacks == []
     kinds = [call_kind(c["kwargs"]) for c in model.calls]
@@ -48,7 +48,7 @@ def test_mragent_fake_answers_the_format_asked_for(data_dir: str, fmt: str, call
     from recollect.graphs.mragent.memory import CueTagGraph
 
     model = mragent_cost.scripted_model()
-    ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
     report = ingest_conversation(make_conversation(MRA_SESSIONS), "ns", ctx, methods=["mragent"])[-1]
     assert report.fallbacks == []
     assert len(model.calls) == calls_per_session * len(MRA_SESSIONS)
@@ -73,11 +73,11 @@ def test_set_reaches_the_context_and_the_report_settings(data_dir: str) -> None:
     # The script's own flags apply first, then every --set.
     ctx = devslice.script_context(args, data_dir, mgretrieval_cost.scripted_model, mra_max_rounds=5, mg_depth=None)
     assert (ctx.mg_ingest_format, ctx.mra_ingest_format, ctx.mra_max_rounds) == ("json", "compact_merged", 3)
-    assert ctx.structured_method == "json_mode" and ctx.mg_depth == Context().mg_depth
+    assert ctx.structured_method == "json_mode" and ctx.mg_depth == AllMethodsContext().mg_depth
     args.conv = "conv-t"
     rep = devslice.report_identity("x.py", ctx, args, SimpleNamespace(embeddings=None),
                                    make_conversation(MG_SESSIONS), [], ("mg_depth", "mg_ingest_format"))
-    assert rep["settings"] == {"mg_depth": Context().mg_depth, "mg_ingest_format": "json",
+    assert rep["settings"] == {"mg_depth": AllMethodsContext().mg_depth, "mg_ingest_format": "json",
                                "mra_ingest_format": "compact_merged", "mra_max_rounds": 3}
 
 

@@ -6,23 +6,23 @@ import json
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
-from recollect.config import Context
-from recollect.graphs.memr3.graph import graph
-from recollect.ingestion import ingest_conversation
-from recollect.llm.scripted import scripted
 from typing_extensions import TypedDict
 
+from recollect.graphs.memr3.graph import graph
+from recollect.graphs.registry import AllMethodsContext
+from recollect.ingestion import ingest_conversation
+from recollect.llm.scripted import scripted
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
 
 
-def _ctx(data_dir: str) -> Context:
-    ingest_conversation(CONV, "app", Context(data_dir=data_dir), methods=["memr3"])
+def _ctx(data_dir: str) -> AllMethodsContext:
+    ingest_conversation(CONV, "app", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
     model = scripted(default=lambda msgs, kw: (
         {"evidence": ["[D1:1] Ann's cat is Pixel"], "gaps": [], "decision": "answer", "detailed_answer": "Pixel"}
         if "decision" in json.dumps(kw.get("response_format", {})) else {"answer": "Pixel", "supports": ["D1:1"]}))
-    return Context(data_dir=data_dir, chat_model=model)
+    return AllMethodsContext(data_dir=data_dir, chat_model=model)
 
 
 def test_graph_inside_an_lcel_chain(data_dir: str) -> None:
@@ -53,7 +53,7 @@ class Outer(TypedDict, total=False):
 
 def test_graph_as_a_subgraph(data_dir: str) -> None:
     ctx = _ctx(data_dir)
-    outer = StateGraph(Outer, context_schema=Context)
+    outer = StateGraph(Outer, context_schema=AllMethodsContext)
     outer.add_node("memory", graph)
     outer.add_edge(START, "memory")
     outer.add_edge("memory", END)

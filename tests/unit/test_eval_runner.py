@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.eval.judge import JudgeResult
 from recollect.eval.metrics import normalize_answer
 from recollect.eval.runner import ROW_FIELDS, EvalError, load_rows, run_eval
+from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eval_mini_locomo.json"
@@ -70,8 +71,8 @@ def model(fail_after: int | None = None, exc: BaseException | None = None) -> Sc
     return ScriptedChatModel(default=reply)
 
 
-def ctx_with(data_dir: str, m: ScriptedChatModel) -> Context:
-    return Context(data_dir=data_dir, chat_model=m, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
+def ctx_with(data_dir: str, m: ScriptedChatModel) -> AllMethodsContext:
+    return AllMethodsContext(data_dir=data_dir, chat_model=m, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
                    memr3_max_iterations=2)
 
 

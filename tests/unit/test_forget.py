@@ -6,21 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from recollect.cli import main
-from recollect.config import Context
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError, open_workspace
 from recollect.runner import ask, forget, history, sqlite_checkpointer
-
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
 
 
-def _setup(data_dir: str) -> Context:
-    ctx = Context(data_dir=data_dir, chat_model=scripted(default={"answer": "Pixel", "supports": ["D1:1"]}))
+def _setup(data_dir: str) -> AllMethodsContext:
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=scripted(default={"answer": "Pixel", "supports": ["D1:1"]}))
     for ns in ("alice", "bob", "alice2"):  # "alice2" shares a prefix with "alice"
         ingest_conversation(CONV, ns, ctx, methods=["memr3"])
         LLMCache(open_workspace(data_dir).docs).put(cache_key(ns, "baselines", "answer", "m", 0.0, {}), {"v": ns})

@@ -15,16 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
-from recollect.config import Context
+
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.graphs.hymem.graph import graph, route_after_light, route_after_reflect
 from recollect.graphs.hymem.memory import load_sessions, load_summaries
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import open_workspace
 from recollect.steps import NO_INFO
-
 from tests.unit.helpers import make_conversation, nodes, run_graph
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
@@ -75,18 +75,18 @@ def model(**replies: Any) -> ScriptedChatModel:
     return ScriptedChatModel(default=Fake(**{**defaults, **replies}))
 
 
-def build_store(data_dir: str, sessions: list[list[tuple[str, str]]], ns: str = "ns") -> Context:
-    ctx = Context(data_dir=data_dir, chat_model=ScriptedChatModel(default=per_turn_summaries))
+def build_store(data_dir: str, sessions: list[list[tuple[str, str]]], ns: str = "ns") -> AllMethodsContext:
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=ScriptedChatModel(default=per_turn_summaries))
     ingest_conversation(make_conversation(sessions), ns, ctx, methods=["hymem"])
     return ctx
 
 
 @pytest.fixture
-def ctx(data_dir: str) -> Context:
+def ctx(data_dir: str) -> AllMethodsContext:
     return build_store(data_dir, TOPICS)
 
 
-def run(ctx: Context, m: ScriptedChatModel, question: str = Q, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def run(ctx: AllMethodsContext, m: ScriptedChatModel, question: str = Q, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return run_graph(graph, ctx.with_overrides(chat_model=m, **overrides), "ns", question)
 
 
@@ -126,7 +126,7 @@ def select_by_text(*needles: str) -> Callable[[list[Any], dict[str, Any]], dict[
 
 
 @pytest.mark.parametrize("k", [3, 50])
-def test_b2_light_shows_top_k_summaries_in_cosine_order_with_dates(ctx: Context, data_dir: str, k: int) -> None:
+def test_b2_light_shows_top_k_summaries_in_cosine_order_with_dates(ctx: AllMethodsContext, data_dir: str, k: int) -> None:
     m = model()
     out, state = run(ctx, m, hymem_light_k=k)
     total = len(load_summaries(open_workspace(data_dir), "ns"))
@@ -142,7 +142,7 @@ def test_b2_light_shows_top_k_summaries_in_cosine_order_with_dates(ctx: Context,
 # --- 3. answered by light → reflect, no deep call ------------------------------------------------
 
 
-def test_b3_light_answer_goes_to_reflect_without_deep(ctx: Context) -> None:
+def test_b3_light_answer_goes_to_reflect_without_deep(ctx: AllMethodsContext) -> None:
     m = model()
     out, state = run(ctx, m)
     assert nodes(out["trace"]) == ["light", "reflect", "answer"]
@@ -153,7 +153,7 @@ def test_b3_light_answer_goes_to_reflect_without_deep(ctx: Context) -> None:
     assert records(out, "answer")[0]["answered_by"] == "light"
 
 
-def test_b3_finished_zero_with_empty_answer_is_insufficient(ctx: Context) -> None:
+def test_b3_finished_zero_with_empty_answer_is_insufficient(ctx: AllMethodsContext) -> None:
     m = model(LightReply={"finished": "0", "answer": "  "})
     out, _ = run(ctx, m)
     assert nodes(out["trace"])[:2] == ["light", "deep"]
@@ -162,7 +162,7 @@ def test_b3_finished_zero_with_empty_answer_is_insufficient(ctx: Context) -> Non
 # --- 4. insufficient → deep sees exactly the top deep_n, numbered 0..N−1 -------------------------
 
 
-def test_b4_insufficient_goes_to_deep_with_top_n_numbered(ctx: Context, data_dir: str) -> None:
+def test_b4_insufficient_goes_to_deep_with_top_n_numbered(ctx: AllMethodsContext, data_dir: str) -> None:
     m = model(LightReply=LIGHT_NO)
     out, state = run(ctx, m, hymem_deep_n=6)
     assert nodes(out["trace"])[:3] == ["light", "deep", "reflect"]
@@ -195,7 +195,7 @@ def test_b4_deep_n_120_in_batches_of_50_50_20(data_dir: str, parallel: bool) -> 
 # --- 5. invalid light JSON twice → deep runs, answer not empty -----------------------------------
 
 
-def test_b5_invalid_light_json_twice_escalates_to_deep(ctx: Context) -> None:
+def test_b5_invalid_light_json_twice_escalates_to_deep(ctx: AllMethodsContext) -> None:
     m = model(LightReply="this is not json", DeepReply={"answer": "Pixel the cat", "supports": []})
     out, _ = run(ctx, m)
     assert len(calls_of(m, "LightReply")) == 2  # the call and its one retry
@@ -208,7 +208,7 @@ def test_b5_invalid_light_json_twice_escalates_to_deep(ctx: Context) -> None:
 # --- 6. selection filtering and the empty-selection fallback -------------------------------------
 
 
-def test_b6_selection_keeps_only_valid_unique_indices(ctx: Context) -> None:
+def test_b6_selection_keeps_only_valid_unique_indices(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply={"selected": [3, 3, 99, "x"]})
     out, state = run(ctx, m)
     assert state["hymem_selected_ids"] == [state["hymem_deep_candidates"][3]]
@@ -217,7 +217,7 @@ def test_b6_selection_keeps_only_valid_unique_indices(ctx: Context) -> None:
 
 
 @pytest.mark.parametrize("reply", [{"selected": []}, {"selected": [99, -1]}, "garbage"])
-def test_b6_empty_or_invalid_selection_uses_top5_of_batch(ctx: Context, reply: Any) -> None:
+def test_b6_empty_or_invalid_selection_uses_top5_of_batch(ctx: AllMethodsContext, reply: Any) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply=reply)
     out, state = run(ctx, m)
     assert state["hymem_selected_ids"] == state["hymem_deep_candidates"][:5]
@@ -227,7 +227,7 @@ def test_b6_empty_or_invalid_selection_uses_top5_of_batch(ctx: Context, reply: A
 # --- 7. deep context: selected sessions, dedup, first-selection order, cap, masks -----------------
 
 
-def test_b7_deep_context_sessions_in_first_selection_order_capped_and_masked(ctx: Context, data_dir: str) -> None:
+def test_b7_deep_context_sessions_in_first_selection_order_capped_and_masked(ctx: AllMethodsContext, data_dir: str) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply=select_by_text("Porto", "Pixel", "grey cat", "marathon", "carve"))
     out, state = run(ctx, m, hymem_deep_max_sessions=3)
     sessions = load_sessions(open_workspace(data_dir), "ns")
@@ -244,14 +244,14 @@ def test_b7_deep_context_sessions_in_first_selection_order_capped_and_masked(ctx
     assert records(out, "deep")[0]["sessions_dropped"] == ["S4"]
 
 
-def test_b7_prompt_budget_limits_sessions(ctx: Context) -> None:
+def test_b7_prompt_budget_limits_sessions(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply=select_by_text("Porto", "Pixel", "marathon"))
     out, state = run(ctx, m, max_prompt_tokens=720)
     assert 1 <= len(state["hymem_sessions_shown"]) < 3
     assert records(out, "deep")[0]["sessions_dropped"]
 
 
-def test_b7_deep_supports_restricted_to_shown_sessions(ctx: Context) -> None:
+def test_b7_deep_supports_restricted_to_shown_sessions(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply=select_by_text("marathon"),
               DeepReply={"answer": "Berlin", "supports": ["D2:1", "D1:1", "D77:1"]})
     out, state = run(ctx, m)
@@ -264,7 +264,7 @@ def test_b7_deep_supports_restricted_to_shown_sessions(ctx: Context) -> None:
 # --- 8. generators see q0; round 2 retrieves with the rewrite and shows the previous answer --------
 
 
-def test_b8_round_two_uses_rewritten_query_and_memory_pool(ctx: Context, data_dir: str) -> None:
+def test_b8_round_two_uses_rewritten_query_and_memory_pool(ctx: AllMethodsContext, data_dir: str) -> None:
     q2 = "Which city did Ann move to for the bakery job?"
     m = model(LightReply=[LIGHT_NO, LIGHT_NO], DeepReply=[{"answer": "Pixel", "supports": []},
                                                           {"answer": "Porto", "supports": []}],
@@ -292,7 +292,7 @@ def test_b8_round_two_uses_rewritten_query_and_memory_pool(ctx: Context, data_di
 # --- 9. reflect routing ----------------------------------------------------------------------------
 
 
-def test_b9_reflect_rewrite_goes_back_to_light(ctx: Context) -> None:
+def test_b9_reflect_rewrite_goes_back_to_light(ctx: AllMethodsContext) -> None:
     m = model(ReflectReply={"finished": 0, "new_question": "Q2"})
     out, state = run(ctx, m)
     assert nodes(out["trace"]) == ["light", "reflect", "light", "reflect", "answer"]
@@ -303,7 +303,7 @@ def test_b9_reflect_rewrite_goes_back_to_light(ctx: Context) -> None:
     assert route_after_reflect({**state, "hymem_next": "light"}) == "light"  # type: ignore[typeddict-item]
 
 
-def test_b9_reflect_satisfied_goes_to_answer(ctx: Context) -> None:
+def test_b9_reflect_satisfied_goes_to_answer(ctx: AllMethodsContext) -> None:
     m = model(ReflectReply={"finished": "1"})
     out, state = run(ctx, m)
     assert nodes(out["trace"]) == ["light", "reflect", "answer"]
@@ -312,7 +312,7 @@ def test_b9_reflect_satisfied_goes_to_answer(ctx: Context) -> None:
 
 @pytest.mark.parametrize("reply", [{"finished": 0, "new_question": ""}, {"finished": 0, "new_question": Q.upper()},
                                    "garbage"])
-def test_b9_unusable_reflection_stops(ctx: Context, reply: Any) -> None:
+def test_b9_unusable_reflection_stops(ctx: AllMethodsContext, reply: Any) -> None:
     m = model(ReflectReply=reply)
     out, state = run(ctx, m)
     assert nodes(out["trace"]) == ["light", "reflect", "answer"]
@@ -322,14 +322,14 @@ def test_b9_unusable_reflection_stops(ctx: Context, reply: Any) -> None:
 # --- 10. round budget --------------------------------------------------------------------------------
 
 
-def test_b10_never_satisfied_gives_two_light_calls_and_one_reflect(ctx: Context) -> None:
+def test_b10_never_satisfied_gives_two_light_calls_and_one_reflect(ctx: AllMethodsContext) -> None:
     m = model(ReflectReply={"finished": 0, "new_question": "something else entirely"})
     out, _ = run(ctx, m, hymem_max_rounds=2)
     assert len(calls_of(m, "LightReply")) == 2 and len(calls_of(m, "ReflectReply")) == 1
     assert records(out, "reflect")[-1]["calls"] == 0
 
 
-def test_b10_max_rounds_one_never_reflects(ctx: Context) -> None:
+def test_b10_max_rounds_one_never_reflects(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO)
     out, _ = run(ctx, m, hymem_max_rounds=1)
     assert not calls_of(m, "ReflectReply")
@@ -339,7 +339,7 @@ def test_b10_max_rounds_one_never_reflects(ctx: Context) -> None:
 # --- 11. sessions shown in round 1 are not re-sent in round 2 ---------------------------------------
 
 
-def test_b11_round_two_skips_sessions_already_shown(ctx: Context, data_dir: str) -> None:
+def test_b11_round_two_skips_sessions_already_shown(ctx: AllMethodsContext, data_dir: str) -> None:
     m = model(LightReply=LIGHT_NO, SelectReply=select_by_text("Pixel", "marathon"),
               ReflectReply={"finished": 0, "new_question": "Tell me more about Pixel and the marathon"})
     out, state = run(ctx, m, hymem_deep_max_sessions=1)
@@ -364,7 +364,7 @@ def test_b11_all_sessions_shown_skips_the_deep_answer_and_keeps_the_draft(data_d
 # --- 12. answer is deterministic ---------------------------------------------------------------------
 
 
-def test_b12_answer_makes_no_call_and_supports_are_shown_links(ctx: Context) -> None:
+def test_b12_answer_makes_no_call_and_supports_are_shown_links(ctx: AllMethodsContext) -> None:
     m = model(LightReply=[LIGHT_NO, LIGHT_OK], DeepReply={"answer": "first draft", "supports": []},
               ReflectReply={"finished": 0, "new_question": "Pixel cat name"})
     out, state = run(ctx, m, hymem_light_supports="all_shown")
@@ -382,7 +382,7 @@ def test_b12_answer_makes_no_call_and_supports_are_shown_links(ctx: Context) -> 
 # --- 13. call budget -----------------------------------------------------------------------------------
 
 
-def test_b13_worst_case_is_seven_calls(ctx: Context) -> None:
+def test_b13_worst_case_is_seven_calls(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, ReflectReply={"finished": 0, "new_question": "Q2"})
     out, _ = run(ctx, m)
     assert len(m.calls) == 7
@@ -394,21 +394,21 @@ def test_b13_worst_case_is_seven_calls(ctx: Context) -> None:
 # --- bad input -------------------------------------------------------------------------------------------
 
 
-def test_malformed_deep_answer_uses_raw_text(ctx: Context) -> None:
+def test_malformed_deep_answer_uses_raw_text(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, DeepReply="Pixel, I think")
     out, _ = run(ctx, m)
     assert out["answer"] == "Pixel, I think"
     assert records(out, "deep")[0]["answer_from"] == "raw reply"
 
 
-def test_empty_deep_reply_without_pool_says_no_information(ctx: Context) -> None:
+def test_empty_deep_reply_without_pool_says_no_information(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, DeepReply="")
     out, _ = run(ctx, m)
     assert out["answer"] == NO_INFO
 
 
 def test_empty_store_gives_a_reason_and_no_crash(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir, chat_model=ScriptedChatModel(default=per_turn_summaries))
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=ScriptedChatModel(default=per_turn_summaries))
     ingest_conversation(make_conversation(TOPICS), "ns", ctx, methods=[])  # turns only, no HyMem build
     m = model()
     out, _ = run(ctx, m)
@@ -432,7 +432,7 @@ WRITTEN_ANSWERS = {"Pixel", "x", "free text answer", NO_INFO}
 @given(light=st.lists(LIGHTS, min_size=1, max_size=3), select=st.lists(SELECTS, min_size=1, max_size=3),
        deep=st.lists(DEEPS, min_size=1, max_size=3), reflect=st.lists(REFLECTS, min_size=1, max_size=2))
 def test_b13_any_replies_stay_within_seven_calls_and_answer_with_written_text(
-    ctx: Context, light: list[Any], select: list[Any], deep: list[Any], reflect: list[Any]
+    ctx: AllMethodsContext, light: list[Any], select: list[Any], deep: list[Any], reflect: list[Any]
 ) -> None:
     m = model(LightReply=light, SelectReply=select, DeepReply=deep, ReflectReply=reflect)
     out, state = run(ctx, m)
@@ -449,7 +449,7 @@ def test_b13_any_replies_stay_within_seven_calls_and_answer_with_written_text(
 # --- light supports: the summaries the answer used ------------------------------------------------
 
 
-def test_light_supports_are_the_turns_of_the_cited_summaries(ctx: Context) -> None:
+def test_light_supports_are_the_turns_of_the_cited_summaries(ctx: AllMethodsContext) -> None:
     m = model(LightReply={"finished": 0, "answer": "Pixel", "used": [2, 99, 2]})
     out, state = run(ctx, m, hymem_light_k=4)
     summaries = load_summaries(open_workspace(ctx.data_dir), "ns")
@@ -459,7 +459,7 @@ def test_light_supports_are_the_turns_of_the_cited_summaries(ctx: Context) -> No
     assert "id: 2, time:" in prompt(calls_of(m, "LightReply")[0])
 
 
-def test_light_supports_without_citation_are_the_summaries_sharing_the_answers_words(ctx: Context) -> None:
+def test_light_supports_without_citation_are_the_summaries_sharing_the_answers_words(ctx: AllMethodsContext) -> None:
     m = model(LightReply={"finished": 0, "answer": "Berlin marathon", "used": [99]})
     out, state = run(ctx, m, hymem_light_k=50)
     summaries = load_summaries(open_workspace(ctx.data_dir), "ns")
@@ -472,7 +472,7 @@ def test_light_supports_without_citation_are_the_summaries_sharing_the_answers_w
 
 
 @pytest.mark.parametrize("reply", ['{"answer": ""}', '{"supports": ["D1:1"]}', "", '{"answer": {"a": 1}}'])
-def test_a_json_only_or_empty_deep_reply_is_never_the_answer(ctx: Context, reply: str) -> None:
+def test_a_json_only_or_empty_deep_reply_is_never_the_answer(ctx: AllMethodsContext, reply: str) -> None:
     m = model(LightReply=LIGHT_NO, DeepReply=reply, ReflectReply={"finished": 1})
     out, _ = run(ctx, m)
     assert out["answer"] == NO_INFO
@@ -481,7 +481,7 @@ def test_a_json_only_or_empty_deep_reply_is_never_the_answer(ctx: Context, reply
 
 
 @pytest.mark.parametrize("second", ['{"answer": ""}', {"answer": "No information available", "supports": []}])
-def test_a_deep_reply_without_an_answer_keeps_the_earlier_answer(ctx: Context, second: Any) -> None:
+def test_a_deep_reply_without_an_answer_keeps_the_earlier_answer(ctx: AllMethodsContext, second: Any) -> None:
     m = model(LightReply=LIGHT_NO, DeepReply=[{"answer": "Pixel", "supports": ["D1:1"]}, second],
               ReflectReply={"finished": 0, "new_question": "the cat's name again"})
     out, state = run(ctx, m)
@@ -492,7 +492,7 @@ def test_a_deep_reply_without_an_answer_keeps_the_earlier_answer(ctx: Context, s
 
 @pytest.mark.parametrize("light", [{"finished": 0, "answer": "No information available."},
                                    {"finished": 0, "answer": '{"answer": ""}'}])
-def test_light_no_information_is_insufficient(ctx: Context, light: dict[str, Any]) -> None:
+def test_light_no_information_is_insufficient(ctx: AllMethodsContext, light: dict[str, Any]) -> None:
     m = model(LightReply=light)
     out, _ = run(ctx, m)
     assert nodes(out["trace"])[:2] == ["light", "deep"]
@@ -509,7 +509,7 @@ def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
     conv = Conversation(id="custom", speakers=("Ann", "Bob"), sessions=(Session(1, "1 May, 2023", None, turns),))
     summariser = ScriptedChatModel(default={"items": [{"text": "Ann adopted a grey cat, Pixel", "turn_ids": ["ann-cat"]},
                                                       {"text": "Bob asked what Pixel eats", "turn_ids": ["[bob-q1]"]}]})
-    ctx = Context(data_dir=data_dir, chat_model=summariser)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=summariser)
     ingest_conversation(conv, "ns", ctx, methods=["hymem"])
     m = model(LightReply=LIGHT_NO, DeepReply={"answer": "Pixel", "supports": "[ann-cat], Bob-Q1, D1:1"})
     out, _ = run(ctx, m)
@@ -521,7 +521,7 @@ def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
     assert out["supports"] == summaries[state["hymem_light_ids"][0]]["turn_ids"]
 
 
-def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None:
+def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, ReflectReply={"finished": 0, "new_question": "rewritten"})
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 40}
@@ -539,7 +539,7 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None
 
 
 @pytest.mark.parametrize("answer", ["Whiskers", "Bob"])  # invented; only a speaker label, never in a turn's text
-def test_an_ungrounded_light_answer_escalates_to_deep(ctx: Context, answer: str) -> None:
+def test_an_ungrounded_light_answer_escalates_to_deep(ctx: AllMethodsContext, answer: str) -> None:
     m = model(LightReply={"finished": 0, "answer": answer, "used": list(range(50))})
     out, _ = run(ctx, m, hymem_light_k=50)
     light = records(out, "light")[0]
@@ -548,7 +548,7 @@ def test_an_ungrounded_light_answer_escalates_to_deep(ctx: Context, answer: str)
     assert out["answer"] == "Pixel" and records(out, "answer")[0]["answered_by"] != "light"
 
 
-def test_a_grounded_light_answer_is_kept_and_the_check_can_be_switched_off(ctx: Context) -> None:
+def test_a_grounded_light_answer_is_kept_and_the_check_can_be_switched_off(ctx: AllMethodsContext) -> None:
     grounded, _ = run(ctx, model(LightReply={"finished": 0, "answer": "the Berlin marathon", "used": [99]}),
                       hymem_light_k=50)
     assert nodes(grounded["trace"]) == ["light", "reflect", "answer"]

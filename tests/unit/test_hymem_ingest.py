@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from recollect.config import Context
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.graphs.hymem.memory import SUMMARY_KIND, load_sessions, load_summaries, session_text
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-
 from tests.unit.helpers import make_conversation
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
@@ -29,8 +28,8 @@ def per_turn_summaries(messages: list[Any], kwargs: dict[str, Any]) -> dict[str,
 
 
 def ingest(data_dir: str, model: ScriptedChatModel, sessions: list[list[tuple[str, str]]] = SESSIONS,
-           **settings: Any) -> tuple[Context, list[Any]]:
-    ctx = Context(data_dir=data_dir, chat_model=model, **settings)
+           **settings: Any) -> tuple[AllMethodsContext, list[Any]]:
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, **settings)
     reports = ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["hymem"])
     return ctx, reports
 
@@ -158,7 +157,7 @@ def test_still_sparse_after_the_retry_keeps_the_items_and_is_not_redone(data_dir
 
 def test_density_check_off_accepts_one_item(data_dir: str) -> None:
     model = ScriptedChatModel(default={"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:1"]}]})
-    ctx = Context(data_dir=data_dir, chat_model=model, hymem_turns_per_summary=0)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, hymem_turns_per_summary=0)
     ingest_conversation(make_conversation(LONG), "ns", ctx, methods=["hymem"])
     assert len(model.calls) == 1 and "write at least 1 sentences" in str(model.calls[0]["messages"][0].content)
 
@@ -187,7 +186,7 @@ def test_custom_turn_ids_link_summaries(data_dir: str) -> None:
     conv = Conversation(id="custom", speakers=("Ann", "Bob"), sessions=(Session(1, "1 May, 2023", None, turns),))
     model = ScriptedChatModel(default={"items": [{"text": "Ann adopted Pixel; Bob asked what Pixel eats",
                                                   "turn_ids": "[ann-cat], BOB-Q1, D1:1"}]})
-    ingest_conversation(conv, "ns", Context(data_dir=data_dir, chat_model=model), methods=["hymem"])
+    ingest_conversation(conv, "ns", AllMethodsContext(data_dir=data_dir, chat_model=model), methods=["hymem"])
     assert [s["turn_ids"] for s in load_summaries(open_workspace(data_dir), "ns").values()] == [["ann-cat", "bob-q1"]]
 
 

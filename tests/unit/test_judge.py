@@ -10,6 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
+
 from recollect.eval.judge import (
     JUDGE_PROMPT_PATH,
     JUDGE_PROMPT_VERSION,

@@ -6,6 +6,7 @@ from typing import Literal
 
 import pytest
 from pydantic import BaseModel, ValidationError
+
 from recollect.llm.lenient import StrList, Text, as_int_or_raw, as_str_list, as_text
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from recollect.dialogue.loaders import (
     load_conversation,
     load_dialogues,

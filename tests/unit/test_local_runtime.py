@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recollect.config import Settings, get_settings
+
+from benchmarks import speed
 from recollect.llm import local_runtime as lr
 from recollect.llm import xllamacpp_server
 from recollect.llm.structured import measure_call
 from recollect.llm.usage import merge_usage
-
-from benchmarks import speed
+from recollect.settings import Settings, get_settings
 
 AVX512_CPU = "processor\t: 0\nflags\t\t: fpu sse avx avx2 fma f16c bmi2 avx512f avx512dq avx512cd avx512bw avx512vl\n"
 AVX2_CPU = "processor\t: 0\nflags\t\t: fpu sse avx avx2 fma f16c bmi2\n"

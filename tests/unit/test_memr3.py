@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph.checkpoint.memory import InMemorySaver
-from recollect.config import Context
+
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.graphs.memr3.graph import graph
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel, scripted
 from recollect.memory.chunks import chunk_index, chunk_turns
@@ -22,7 +23,6 @@ from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.retriever import MaskedRetriever
 from recollect.memory.workspace import open_workspace
 from recollect.steps import is_no_info
-
 from tests.unit.helpers import make_conversation, nodes, run_graph
 
 TOPICS = [
@@ -51,17 +51,17 @@ def by_kind(router_reply: dict[str, Any]) -> Any:
 
 
 @pytest.fixture
-def ctx(data_dir: str) -> Context:
+def ctx(data_dir: str) -> AllMethodsContext:
     conv = make_conversation([[("Ann", t) for t in TOPICS[:4]], [("Bob", t) for t in TOPICS[4:]]],
                              captions={"D1:1": "a grey cat on a sofa"})
     # The spec's answer step (no span rewrite): these tests count and script every call.
-    c = Context(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
+    c = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
                 memr3_answer_rewrite=False)
     ingest_conversation(conv, "ns", c, methods=["memr3"])
     return c
 
 
-def with_model(ctx: Context, model: ScriptedChatModel, **kw: Any) -> Context:
+def with_model(ctx: AllMethodsContext, model: ScriptedChatModel, **kw: Any) -> AllMethodsContext:
     return ctx.with_overrides(chat_model=model, **kw)
 
 
@@ -73,13 +73,13 @@ def decision_enum(call: dict[str, Any]) -> list[str]:
     return call["kwargs"]["response_format"]["schema"]["properties"]["decision"]["enum"]
 
 
-def test_first_step_is_retrieve_with_the_raw_question(ctx: Context) -> None:
+def test_first_step_is_retrieve_with_the_raw_question(ctx: AllMethodsContext) -> None:
     out, _ = run_graph(graph, with_model(ctx, scripted([route("answer"), ANSWER])), "ns", Q)
     assert out["trace"][0]["node"] == "retrieve"
     assert out["trace"][0]["query_text"] == Q
 
 
-def test_refinement_is_appended_to_the_question_then_cleared(ctx: Context) -> None:
+def test_refinement_is_appended_to_the_question_then_cleared(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", retrieval_query="X"), route("answer"), ANSWER])
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     retrieves = [r for r in out["trace"] if r["node"] == "retrieve"]
@@ -88,7 +88,7 @@ def test_refinement_is_appended_to_the_question_then_cleared(ctx: Context) -> No
     assert state["memr3_queries"][-1] == "X"
 
 
-def test_masks_grow_by_exactly_the_new_chunks_and_snippets_are_latest_only(ctx: Context) -> None:
+def test_masks_grow_by_exactly_the_new_chunks_and_snippets_are_latest_only(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", retrieval_query="violin"), route("retrieve", retrieval_query="kayak"),
                       route("answer"), ANSWER])
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
@@ -101,7 +101,7 @@ def test_masks_grow_by_exactly_the_new_chunks_and_snippets_are_latest_only(ctx: 
     assert [s["chunk_id"] for s in state["memr3_snippets"]] == last["chunk_ids"]
 
 
-def test_router_prompt_only_shows_latest_snippets(ctx: Context) -> None:
+def test_router_prompt_only_shows_latest_snippets(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", retrieval_query="violin"), route("retrieve", retrieval_query="kayak"),
                       route("answer"), ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
@@ -114,7 +114,7 @@ def test_router_prompt_only_shows_latest_snippets(ctx: Context) -> None:
                 assert (turns[tid].text in prompt) == (i == j), (i, j, tid)
 
 
-def test_always_retrieve_hits_the_budget_with_answer_forced_and_announced(ctx: Context) -> None:
+def test_always_retrieve_hits_the_budget_with_answer_forced_and_announced(ctx: AllMethodsContext) -> None:
     model = scripted(default=by_kind(route("retrieve", retrieval_query="more")))
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     calls = router_calls(model)
@@ -126,7 +126,7 @@ def test_always_retrieve_hits_the_budget_with_answer_forced_and_announced(ctx: C
     assert state["iteration"] == 5 and out["answer"]
 
 
-def test_reflect_early_forces_the_next_router_to_retrieve(ctx: Context) -> None:
+def test_reflect_early_forces_the_next_router_to_retrieve(ctx: AllMethodsContext) -> None:
     model = scripted([route("reflect", reasoning="think"), route("reflect"), route("answer"), ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     seq = nodes(out["trace"])
@@ -138,7 +138,7 @@ def test_reflect_early_forces_the_next_router_to_retrieve(ctx: Context) -> None:
     assert 'must choose "retrieve"' in str(second["messages"][0].content)
 
 
-def test_reflect_with_everything_masked_leaves_no_forced_decision(ctx: Context) -> None:
+def test_reflect_with_everything_masked_leaves_no_forced_decision(ctx: AllMethodsContext) -> None:
     model = scripted([route("reflect"), route("answer"), ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
     reflect_rec = next(r for r in out["trace"] if r["node"] == "reflect")
@@ -146,7 +146,7 @@ def test_reflect_with_everything_masked_leaves_no_forced_decision(ctx: Context) 
     assert nodes(out["trace"])[:5] == ["retrieve", "router", "reflect", "router", "answer"]
 
 
-def test_empty_retrieval_forces_reflect(ctx: Context) -> None:
+def test_empty_retrieval_forces_reflect(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", retrieval_query="again"), route("answer"), route("answer"), ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
     second_retrieve = [r for r in out["trace"] if r["node"] == "retrieve"][1]
@@ -156,20 +156,20 @@ def test_empty_retrieval_forces_reflect(ctx: Context) -> None:
     assert decision_enum(router_calls(model)[1]) == ["reflect"]
 
 
-def test_unknown_decision_is_routed_as_reflect(ctx: Context) -> None:
+def test_unknown_decision_is_routed_as_reflect(ctx: AllMethodsContext) -> None:
     model = scripted([route("search"), route("answer"), ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert out["trace"][1]["decision"] == "reflect" and out["trace"][1]["unknown_decision"] == "search"
     assert out["trace"][2]["node"] == "reflect"
 
 
-def test_evidence_is_replaced_not_merged_and_none_gaps_become_empty(ctx: Context) -> None:
+def test_evidence_is_replaced_not_merged_and_none_gaps_become_empty(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", evidence=["a"], gaps=["x"]), route("answer", evidence=["b"], gaps="None"), ANSWER])
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert state["evidence"] == ["b"] and state["gaps"] == []
 
 
-def test_invalid_router_json_twice_keeps_tracker_and_falls_back(ctx: Context) -> None:
+def test_invalid_router_json_twice_keeps_tracker_and_falls_back(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", evidence=["[D1:1] kept"], gaps=["g"]), "not json", "{broken", route("answer"), ANSWER])
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     routers = [r for r in out["trace"] if r["node"] == "router"]
@@ -179,14 +179,14 @@ def test_invalid_router_json_twice_keeps_tracker_and_falls_back(ctx: Context) ->
     assert out["answer"]
 
 
-def test_invalid_router_json_without_opportunity_answers(ctx: Context) -> None:
+def test_invalid_router_json_without_opportunity_answers(ctx: AllMethodsContext) -> None:
     model = scripted(["junk", "junk", ANSWER])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
     assert [r["decision"] for r in out["trace"] if r["node"] == "router"] == ["answer"]
     assert out["answer"] == "Pixel"
 
 
-def test_retrieve_and_reflect_never_call_the_llm(ctx: Context) -> None:
+def test_retrieve_and_reflect_never_call_the_llm(ctx: AllMethodsContext) -> None:
     model = scripted([route("reflect"), route("retrieve"), route("reflect")], default=by_kind(route("answer")))
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert "reflect" in nodes(out["trace"]) and "retrieve" in nodes(out["trace"])
@@ -195,7 +195,7 @@ def test_retrieve_and_reflect_never_call_the_llm(ctx: Context) -> None:
 
 
 @pytest.mark.parametrize("mode", ["never", "always"])
-def test_supports_are_cited_evidence_ids_within_masks(ctx: Context, mode: str) -> None:
+def test_supports_are_cited_evidence_ids_within_masks(ctx: AllMethodsContext, mode: str) -> None:
     model = scripted([route("answer", evidence=["[D1:1] Ann adopted Pixel", "[D9:9] invented"]),
                       {"answer": "Pixel", "supports": ["[D1:1]", "D9:9", "D2:4"]}])
     out, state = run_graph(graph, with_model(ctx, model, memr3_top_k=50, memr3_answer_snippets=mode), "ns", Q)
@@ -205,7 +205,7 @@ def test_supports_are_cited_evidence_ids_within_masks(ctx: Context, mode: str) -
     assert out["critical_memories"][0]["id"] == "D1:1" and "Pixel" in out["critical_memories"][0]["text"]
 
 
-def test_answer_fallback_uses_the_draft(ctx: Context) -> None:
+def test_answer_fallback_uses_the_draft(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer", detailed_answer="Pixel the cat"), "???", "???"])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert out["answer"] == "Pixel the cat"
@@ -214,7 +214,7 @@ def test_answer_fallback_uses_the_draft(ctx: Context) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(["retrieve", "reflect", "answer", "search", "BAD"]), min_size=0, max_size=12))
-def test_any_decision_sequence_terminates_with_an_answer(ctx: Context, decisions: list[str]) -> None:
+def test_any_decision_sequence_terminates_with_an_answer(ctx: AllMethodsContext, decisions: list[str]) -> None:
     replies: list[Any] = [("not json" if d == "BAD" else route(d, retrieval_query=f"q{i}")) for i, d in enumerate(decisions)]
     model = scripted(replies, default=by_kind(route("reflect")))
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q, recursion_limit=20)
@@ -232,7 +232,7 @@ def test_ingestion_chunks_are_turn_aligned_and_idempotent(data_dir: str) -> None
     assert all(len({t.split(":")[0] for t in u.turn_ids}) == 1 for u in units)
     assert any("[shared image: a red kayak]" in u.text for u in units)
     model = scripted()
-    ctx = Context(data_dir=data_dir, memr3_chunk_tokens=40, chat_model=model)
+    ctx = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=40, chat_model=model)
     first = ingest_conversation(conv, "ns", ctx, methods=["memr3"])
     again = ingest_conversation(conv, "ns", ctx, methods=["memr3"])
     assert first[1].embedded == len(units) and again[1].embedded == 0 and again[0].embedded == 0
@@ -240,7 +240,7 @@ def test_ingestion_chunks_are_turn_aligned_and_idempotent(data_dir: str) -> None
     assert model.calls == []
 
 
-def test_dense_order_is_exact_cosine_order(ctx: Context) -> None:
+def test_dense_order_is_exact_cosine_order(ctx: AllMethodsContext) -> None:
     index = chunk_index(open_workspace(ctx.data_dir), "ns", ctx)
     got = MaskedRetriever(index, candidate_k=20, rerank="none").retrieve(Q, [], 5)
     units = index.all()
@@ -254,7 +254,7 @@ def test_hybrid_lets_a_bm25_only_chunk_into_the_top_k(data_dir: str) -> None:
     # One chunk shares a rare keyword with the query but little else; dense search ranks it low.
     filler = [("Ann", f"we talked about the weather and the garden and the weather again {i}") for i in range(12)]
     conv = make_conversation([filler + [("Bob", "zyzzyva")]])
-    ctx = Context(data_dir=data_dir, memr3_chunk_tokens=10)
+    ctx = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=10)
     ingest_conversation(conv, "ns", ctx, methods=["memr3"])
     index = chunk_index(open_workspace(data_dir), "ns", ctx)
     query = "what did we say about the weather and the garden zyzzyva"
@@ -265,14 +265,14 @@ def test_hybrid_lets_a_bm25_only_chunk_into_the_top_k(data_dir: str) -> None:
     assert rare in [u.id for u in hybrid]
 
 
-def test_supports_fall_back_to_shown_turns_containing_the_answer(ctx: Context) -> None:
+def test_supports_fall_back_to_shown_turns_containing_the_answer(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer", evidence=["Ann adopted a cat"]), {"answer": "Pixel", "supports": []}])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_top_k=50), "ns", Q)
     assert out["supports"] == ["D1:1"]
     assert out["trace"][-1]["supports_from"] == "answer text found in shown turns"
 
 
-def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: Context) -> None:
+def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer"), ANSWER])
     run_graph(graph, with_model(ctx, model), "ns", Q)
     props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
@@ -283,7 +283,7 @@ def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: Context) -> 
 
 
 @pytest.mark.parametrize("mode", ["never", "when_thin", "always"])
-def test_answer_snippets_setting(ctx: Context, mode: str) -> None:
+def test_answer_snippets_setting(ctx: AllMethodsContext, mode: str) -> None:
     # the router answers with evidence that cites a shown turn but misses the fact; only the snippets hold it
     model = scripted([route("answer", evidence=["[D1:2] Bob plays violin"]), {"answer": "Pixel", "supports": ["D1:1"]}])
     out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=mode, memr3_top_k=50), "ns", Q)
@@ -309,7 +309,7 @@ def answers_only_from(fact: str, answer: str) -> Any:
 
 
 @pytest.mark.parametrize("mode", ["never", "when_thin", "always"])
-def test_answer_comes_from_the_snippets_when_the_router_gave_no_evidence(ctx: Context, mode: str) -> None:
+def test_answer_comes_from_the_snippets_when_the_router_gave_no_evidence(ctx: AllMethodsContext, mode: str) -> None:
     model = scripted(default=answers_only_from("grey cat named Pixel", "Pixel"))
     out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=mode), "ns", Q)
     assert state["evidence"] == []
@@ -320,7 +320,7 @@ def test_answer_comes_from_the_snippets_when_the_router_gave_no_evidence(ctx: Co
         assert "D1:1" in out["trace"][-1]["turns_shown"]
 
 
-def test_turns_cited_in_earlier_evidence_are_shown_to_the_answer_call(ctx: Context) -> None:
+def test_turns_cited_in_earlier_evidence_are_shown_to_the_answer_call(ctx: AllMethodsContext) -> None:
     # the evidence cites D1:1 from the first retrieval; the second retrieval's snippets replace the first's
     model = scripted([route("retrieve", evidence=["[D1:1] Ann's cat"], retrieval_query="kayak"),
                       route("answer", evidence=["[D1:1] Ann's cat"]), {"answer": "Pixel", "supports": ["D1:1"]}])
@@ -332,20 +332,20 @@ def test_turns_cited_in_earlier_evidence_are_shown_to_the_answer_call(ctx: Conte
 
 
 @pytest.mark.parametrize("prefer", [True, False])
-def test_a_grounded_draft_beats_no_information(ctx: Context, prefer: bool) -> None:
+def test_a_grounded_draft_beats_no_information(ctx: AllMethodsContext, prefer: bool) -> None:
     model = scripted([route("answer", detailed_answer="Pixel, a grey cat"), {"answer": "No information available"}])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_prefer_grounded_draft=prefer), "ns", Q)
     assert out["answer"] == ("Pixel, a grey cat" if prefer else "No information available")
 
 
-def test_an_ungrounded_draft_does_not_beat_no_information(ctx: Context) -> None:
+def test_an_ungrounded_draft_does_not_beat_no_information(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer", detailed_answer="Rex the labrador"), {"answer": "no information available."}])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert out["answer"] == "No information available"
 
 
 @pytest.mark.parametrize("raw", ['{"supports": ["D1:1"]}', '```json\n{"answer": {"text": "x"}}\n```'])
-def test_a_json_only_answer_reply_is_never_the_answer(ctx: Context, raw: str) -> None:
+def test_a_json_only_answer_reply_is_never_the_answer(ctx: AllMethodsContext, raw: str) -> None:
     model = scripted([route("answer"), raw, raw])
     out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert out["answer"] == "No information available"
@@ -353,7 +353,7 @@ def test_a_json_only_answer_reply_is_never_the_answer(ctx: Context, raw: str) ->
 
 
 @pytest.mark.parametrize("keep", [True, False])
-def test_cited_evidence_dropped_by_the_router_is_kept(ctx: Context, keep: bool) -> None:
+def test_cited_evidence_dropped_by_the_router_is_kept(ctx: AllMethodsContext, keep: bool) -> None:
     model = scripted([route("retrieve", evidence=["[D1:1] Ann adopted Pixel", "uncited note"], retrieval_query="v"),
                       route("answer", evidence=["[D9:9] something else"]), ANSWER])
     out, state = run_graph(graph, with_model(ctx, model, memr3_keep_cited_evidence=keep), "ns", Q)
@@ -363,7 +363,7 @@ def test_cited_evidence_dropped_by_the_router_is_kept(ctx: Context, keep: bool) 
     assert ("[D1:1] Ann adopted Pixel" in answer_prompt) is keep
 
 
-def test_budget_call_is_answer_without_a_budget_note(ctx: Context) -> None:
+def test_budget_call_is_answer_without_a_budget_note(ctx: AllMethodsContext) -> None:
     model = scripted(default=by_kind(route("retrieve", gaps=["still missing"], retrieval_query="more")))
     out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     last_router = [r for r in out["trace"] if r["node"] == "router"][-1]
@@ -380,7 +380,7 @@ def custom_id_conversation() -> Conversation:
 
 
 def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
-    c = Context(data_dir=data_dir, memr3_rerank="none")
+    c = AllMethodsContext(data_dir=data_dir, memr3_rerank="none")
     ingest_conversation(custom_id_conversation(), "c", c, methods=["memr3"])
     model = scripted([route("answer", evidence=["[ann-cat] Ann's cat is Pixel", "bob-q1 asks about food"]),
                       {"answer": "Pixel", "supports": "[ann-cat], BOB-Q1, ann"}])
@@ -400,13 +400,13 @@ def test_an_external_retrievers_ids_give_supports_and_critical_memories(data_dir
     docs = [Document(page_content="[zed-1] Zed: I live in Oslo", id="zed-1"),
             Document(page_content="[zed-2] Zed: my cat is called Mo", id="zed-2")]
     model = scripted([route("answer", evidence=["[zed-1] Zed lives in Oslo"]), {"answer": "Oslo", "supports": ["zed-1"]}])
-    ctx = Context(data_dir=data_dir, chat_model=model, retriever=ListRetriever(docs=docs))
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, retriever=ListRetriever(docs=docs))
     out, _ = run_graph(graph, ctx, "ext", "Where does Zed live?")
     assert out["answer"] == "Oslo" and out["supports"] == ["zed-1"]
     assert out["critical_memories"] == [{"id": "zed-1", "text": "[zed-1] Zed: I live in Oslo"}]
 
 
-def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None:
+def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContext) -> None:
     model = scripted(default=by_kind(route("retrieve", evidence=["[D1:1] Ann adopted Pixel"], retrieval_query="more")))
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 30}
@@ -418,7 +418,7 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: Context) -> None
     assert [m.content for m in second["messages"] if m.type == "human"] == [Q, "Which city did Ann move to?"]
 
 
-def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: Context) -> None:
+def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: AllMethodsContext) -> None:
     """`memr3_answer_rewrite`: one more call, shown the cited turns with their dates; the trace keeps
     the answer call's reply as `draft`. A no-information answer makes no rewrite call."""
     model = scripted([route("answer", evidence=["[D1:1] Ann adopted Pixel"]),
@@ -436,7 +436,7 @@ def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: Context) -> None
     assert is_no_info(out["answer"]) and len(none.calls) == 2 and "draft" not in out["trace"][-1]
 
 
-def test_a_rewrite_that_drops_the_answer_keeps_it(ctx: Context) -> None:
+def test_a_rewrite_that_drops_the_answer_keeps_it(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer"), {"answer": "Pixel", "supports": ["D1:1"]},
                       {"answer": "No information available"}])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_rewrite=True), "ns", Q)

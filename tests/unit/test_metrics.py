@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from recollect.eval.metrics import (
     BLEU_TOKENIZER,
     bleu1,

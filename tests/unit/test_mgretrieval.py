@@ -19,15 +19,15 @@ import re
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.graphs.mgretrieval.graph import graph
 from recollect.graphs.mgretrieval.memory import KeywordPyramid, KeywordVocabulary
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO
-
 from tests.unit.helpers import make_conversation, run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
 
@@ -89,7 +89,7 @@ def aux_model(keywords: Any) -> ScriptedChatModel:
 
 def ask(data_dir: str, keywords: Any, main: ScriptedChatModel, **kw: Any) -> tuple[dict[str, Any], dict[str, Any], ScriptedChatModel]:
     aux = aux_model(keywords)
-    ctx = Context(data_dir=data_dir, chat_model=main, aux_chat_model=aux, **{**SPEC, **kw})
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main, aux_chat_model=aux, **{**SPEC, **kw})
     out, state = run_graph(graph, ctx, "ns", Q)
     return out, state, aux
 
@@ -121,7 +121,7 @@ def test_invented_keywords_are_discarded_and_q_is_cut_to_depth(data: str) -> Non
 def test_candidates_put_question_ngrams_first(data_dir: str) -> None:
     ingest_scripted(data_dir, [[("Ann", t) for t in TEXTS]], FakeAux(KW), mg_match_min_sim=0.99)
     aux = aux_model(["grape"])
-    ctx = Context(data_dir=data_dir, chat_model=main_model(True), aux_chat_model=aux)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main_model(True), aux_chat_model=aux)
     out, _ = run_graph(graph, ctx, "ns", "Did Ann like the grape or the fig?")
     prompt = aux.prompts()[0]
     listing = prompt.split("Candidate keywords:")[1]
@@ -131,14 +131,14 @@ def test_candidates_put_question_ngrams_first(data_dir: str) -> None:
 
 def test_all_invented_or_malformed_selection_falls_back_to_ngrams(data_dir: str, data: str) -> None:
     aux = aux_model(["kiwi", "mango"])
-    ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=aux)
+    ctx = AllMethodsContext(data_dir=data, chat_model=main_model(True), aux_chat_model=aux)
     out, state = run_graph(graph, ctx, "ns", "Which apple and banana notes did Ann write?")
     assert state["mg_keywords"] == ["apple", "banana", "ann"]
     sel = recs(out["trace"], "select_keywords")[0]
     assert "outside the candidate list" in sel["why_fallback"]
 
     bad = ScriptedChatModel(default="no json here")
-    ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=bad)
+    ctx = AllMethodsContext(data_dir=data, chat_model=main_model(True), aux_chat_model=bad)
     out, state = run_graph(graph, ctx, "ns", "Which apple notes?")
     assert state["mg_keywords"] == ["apple"]
     assert recs(out["trace"], "select_keywords")[0]["fallback"] is True
@@ -337,9 +337,9 @@ def test_empty_q_without_fallback_answers_no_information(data: str) -> None:
 
 def test_empty_vocabulary_makes_no_aux_call_and_uses_dense(data_dir: str) -> None:
     conv = make_conversation([[("Ann", t) for t in TEXTS]])
-    ingest_conversation(conv, "bare", Context(data_dir=data_dir), methods=[])  # turns only, no vocabulary
+    ingest_conversation(conv, "bare", AllMethodsContext(data_dir=data_dir), methods=[])  # turns only, no vocabulary
     main, aux = main_model(True, keep="first"), aux_model(["apple"])
-    out, _ = run_graph(graph, Context(data_dir=data_dir, chat_model=main, aux_chat_model=aux), "bare", Q)
+    out, _ = run_graph(graph, AllMethodsContext(data_dir=data_dir, chat_model=main, aux_chat_model=aux), "bare", Q)
     assert aux.calls == []
     assert "vocabulary is empty" in recs(out["trace"], "select_keywords")[0]["note"]
     assert recs(out["trace"], "retrieve_round")[0]["level"] == 0
@@ -350,14 +350,14 @@ def test_unknown_namespace_is_a_clear_error(data: str) -> None:
     from recollect.memory.workspace import NamespaceError
 
     with pytest.raises(NamespaceError, match="never been ingested"):
-        run_graph(graph, Context(data_dir=data, chat_model=main_model(), aux_chat_model=aux_model([])), "nope", Q)
+        run_graph(graph, AllMethodsContext(data_dir=data, chat_model=main_model(), aux_chat_model=aux_model([])), "nope", Q)
 
 
 def test_trace_is_readable_and_streamed(data: str) -> None:
     from recollect.trace import format_step
 
     aux = aux_model(["apple"])
-    ctx = Context(data_dir=data, chat_model=main_model(True), aux_chat_model=aux, **SPEC)
+    ctx = AllMethodsContext(data_dir=data, chat_model=main_model(True), aux_chat_model=aux, **SPEC)
     chunks = list(graph.stream({"namespace": "ns", "question": Q}, context=ctx, stream_mode="custom"))
     nodes = [c["trace"]["node"] for c in chunks]
     assert nodes == ["select_keywords", "build_pyramid", "retrieve_round", "assess", "rewrite"]
@@ -382,7 +382,7 @@ def test_answer_without_critical_ids_keeps_the_memories_that_contain_it(data_dir
     # V and Φ come from the scripted keywords, plus the speakers ingestion always adds (the fallback
     # extractor would also have indexed "pixel", "called", …).
     assert vocab.entries == ["cat", "ann", "dog", "bob"] and vocab.memories("cat") == ["D1:1"]
-    out, _ = run_graph(graph, Context(data_dir=data_dir, chat_model=model.model), "ns", "What is Ann's cat called?")
+    out, _ = run_graph(graph, AllMethodsContext(data_dir=data_dir, chat_model=model.model), "ns", "What is Ann's cat called?")
     assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
     assess = next(r for r in out["trace"] if r["node"] == "assess")
     assert assess["critical_from"].startswith("memories containing the answer")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from recollect.config import Context
+
 from recollect.dialogue.models import Turn
 from recollect.graphs.mgretrieval.memory import (
     DOC_TURN,
@@ -23,10 +23,10 @@ from recollect.graphs.mgretrieval.memory import (
     session_records,
     settings_fingerprint,
 )
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import FakeAux, call_kind, schema_of
 from tests.unit.test_mgretrieval_ingest import KEYWORDS, SESSIONS
@@ -52,7 +52,7 @@ def built(data_dir: str, ns: str = "ns") -> dict[str, Any]:
 
 
 def ingest(data_dir: str, aux: FakeAux, fmt: str, sessions: list[list[tuple[str, str]]] = SESSIONS, **kw: Any) -> None:
-    ctx = Context(data_dir=data_dir, chat_model=aux.model, mg_ingest_format=fmt, **{**OPEN_SHORTLIST, **kw})
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=aux.model, mg_ingest_format=fmt, **{**OPEN_SHORTLIST, **kw})
     ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["mgretrieval"])
 
 
@@ -189,7 +189,7 @@ def test_entry_numbers_out_of_range_count_as_null(data_dir: str) -> None:
         return [list(hiking), [dog, 9], [7, 1]]
 
     model = ScriptedChatModel(script=[{"1": "hike"}, {"1": "hiking, dog"}, match])
-    ctx = Context(data_dir=data_dir, chat_model=model, mg_ingest_format="compact", **OPEN_SHORTLIST)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mg_ingest_format="compact", **OPEN_SHORTLIST)
     ingest_conversation(make_conversation(sessions), "ns", ctx, methods=["mgretrieval"])
     vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
     assert vocab.memories("hike") == ["D1:1", "D2:1"] and "hiking" not in vocab
@@ -205,7 +205,7 @@ def test_unknown_ids_are_dropped_in_compact_mode(data_dir: str) -> None:
     keywords gets the flagged fallback; an id of a listed turn (old shape) is still understood."""
     model = ScriptedChatModel(script=[{"1": "alps", "7": "ghost", "D9:9": "phantom"},
                                       {"turns": [{"id": "D2:2", "keywords": ["kayak"]}, {"id": "1", "keywords": "clara"}]}])
-    ctx = Context(data_dir=data_dir, chat_model=model, mg_ingest_format="compact", mg_match_min_sim=0.99)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mg_ingest_format="compact", mg_match_min_sim=0.99)
     ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx, methods=["mgretrieval"])
     vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
     assert "ghost" not in vocab and "phantom" not in vocab
@@ -230,7 +230,7 @@ def test_formats_never_share_cached_replies(data_dir: str) -> None:
     ingest(data_dir, aux, "json")  # a replay from the json cache
     assert len(aux.model.calls) == before and before == 2 * json_calls
     assert built(data_dir) == json_memory
-    fp = {f: settings_fingerprint(Context(mg_ingest_format=f), aux.model, "e") for f in ("json", "compact")}
+    fp = {f: settings_fingerprint(AllMethodsContext(mg_ingest_format=f), aux.model, "e") for f in ("json", "compact")}
     assert fp["json"] != fp["compact"]
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.dialogue.models import Turn
 from recollect.graphs.mgretrieval.memory import (
     DOC_TURN,
@@ -15,10 +15,10 @@ from recollect.graphs.mgretrieval.memory import (
     normalise_keyword,
     session_records,
 )
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-
 from tests.unit.helpers import make_conversation
 from tests.unit.mgretrieval_fakes import FakeAux
 
@@ -38,8 +38,8 @@ KEYWORDS: dict[str, list[str]] = {
 }
 
 
-def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> Context:
-    return Context(data_dir=data_dir, chat_model=aux.model, **kw)
+def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> AllMethodsContext:
+    return AllMethodsContext(data_dir=data_dir, chat_model=aux.model, **kw)
 
 
 def test_normalisation() -> None:
@@ -145,7 +145,7 @@ def test_match_outside_the_shortlist_counts_as_null(data_dir: str) -> None:
 def test_malformed_replies_fall_back_safely_and_are_flagged(data_dir: str) -> None:
     """Extraction garbage → deterministic keywords (flagged); matching garbage → all new."""
     model = ScriptedChatModel(default="this is not json at all")
-    ctx = Context(data_dir=data_dir, chat_model=model, mg_match_min_sim=0.0)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mg_match_min_sim=0.0)
     reports = ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx, methods=["mgretrieval"])
     report = reports[-1]
     assert any("fallback keywords" in f for f in report.fallbacks)
@@ -160,7 +160,7 @@ def test_malformed_replies_fall_back_safely_and_are_flagged(data_dir: str) -> No
 
 def test_unknown_ids_are_dropped_and_missing_turns_get_fallback(data_dir: str) -> None:
     model = ScriptedChatModel(script=[{"turns": [{"id": "D9:9", "keywords": ["ghost"]}, {"id": "D1:1", "keywords": ["alps"]}]}])
-    ctx = Context(data_dir=data_dir, chat_model=model)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model)
     ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx, methods=["mgretrieval"])
     vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
     assert "ghost" not in vocab
@@ -205,6 +205,6 @@ def test_extraction_prompt_lists_turns_with_date(data_dir: str, fmt: str, line: 
 @pytest.mark.parametrize("reply", [{"turns": {"D1:1": "alps, clara", "D1:2": None}}])
 def test_lenient_extraction_shapes(data_dir: str, reply: dict[str, Any]) -> None:
     model = ScriptedChatModel(script=[reply])
-    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", Context(data_dir=data_dir, chat_model=model), methods=["mgretrieval"])
+    ingest_conversation(make_conversation(SESSIONS[:1]), "ns", AllMethodsContext(data_dir=data_dir, chat_model=model), methods=["mgretrieval"])
     vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
     assert vocab.memories("alps") == ["D1:1"] and vocab.memories("clara") == ["D1:1"]

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from recollect.config import Context
+
 from recollect.graphs.mgretrieval.graph import graph, round_kinds
+from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from recollect.steps import NO_INFO
-
 from tests.unit.helpers import run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
 from tests.unit.test_mgretrieval import ID, KW, SPEC, TEXTS, aux_model, recs
@@ -51,7 +51,7 @@ class Main:
 
 
 def ask(data_dir: str, main: Main, keywords: list[str], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    ctx = Context(data_dir=data_dir, chat_model=main.model, aux_chat_model=aux_model(keywords), **kw)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main.model, aux_chat_model=aux_model(keywords), **kw)
     return run_graph(graph, ctx, "ns", Q)
 
 
@@ -68,7 +68,7 @@ def kept_part(prompt: str) -> list[str]:
 
 
 def test_defaults_and_spec_values_are_one_value_apart() -> None:
-    ctx = Context()
+    ctx = AllMethodsContext()
     assert (ctx.mg_assess_grounding, ctx.mg_dense_fill, ctx.mg_exhausted_fallback, ctx.mg_keep_critical_when_none,
             ctx.mg_rewrite_keep_draft) == (True, 10, "dense", True, True)
     assert all(getattr(ctx, k) != v for k, v in SPEC.items())

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.eval.report import _keyword_round_lines, summarize_method
 from recollect.graphs.mgretrieval.graph import graph, round_kinds
-
+from recollect.graphs.registry import AllMethodsContext
 from tests.unit.helpers import run_graph
 from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted
 from tests.unit.test_mgretrieval import KW, SPEC, TEXTS, aux_model, main_model, recs
@@ -29,7 +29,7 @@ def ann_data(data_dir: str) -> str:
 
 
 def ask(data_dir: str, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    ctx = Context(data_dir=data_dir, chat_model=main_model(False), aux_chat_model=aux_model(["ann", "apple"]),
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main_model(False), aux_chat_model=aux_model(["ann", "apple"]),
                   mg_max_new_per_round=2, mg_max_rounds=2, **kw)
     return run_graph(graph, ctx, "ns", Q)
 
@@ -56,7 +56,7 @@ def test_speaker_groups_last_gives_the_round_to_the_content_keyword(ann_data: st
 
 
 def test_uncapped_round_is_not_marked_truncated(ann_data: str) -> None:
-    ctx = Context(data_dir=ann_data, chat_model=main_model(True), aux_chat_model=aux_model(["apple", "cherry"]), **SPEC)
+    ctx = AllMethodsContext(data_dir=ann_data, chat_model=main_model(True), aux_chat_model=aux_model(["apple", "cherry"]), **SPEC)
     out, _ = run_graph(graph, ctx, "ns", Q)
     assert round_kinds(out["trace"]) == {"mg_rounds": 1, "mg_speaker_only_rounds": 0, "mg_cap_truncated_rounds": 0,
                                          "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.graphs.mragent.memory import (
     FORMATS,
     MAX_CUES,
@@ -24,11 +24,11 @@ from recollect.graphs.mragent.memory import (
     validate_rewrite,
 )
 from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.workspace import open_workspace
-
 from tests.unit.helpers import make_conversation
 from tests.unit.mragent_fakes import compact_rewrite, json_rewrite
 
@@ -123,7 +123,7 @@ def build(path: Path, fmt: str, replies: list[Any], **ctx_kw: Any) -> tuple[CueT
     model = ScriptedChatModel(script=list(replies), with_usage=False)
     conv = make_conversation([TURNS], captions=CAPTIONS)
     ctx_kw.setdefault("mra_ingest_cues", "llm")  # these are call B's formats; lexical cues make no call B
-    ctx = Context(data_dir=str(path), chat_model=model, mra_ingest_format=fmt, **ctx_kw)
+    ctx = AllMethodsContext(data_dir=str(path), chat_model=model, mra_ingest_format=fmt, **ctx_kw)
     report = ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
     return CueTagGraph.load(open_workspace(str(path)), "ns"), report, model
 
@@ -245,7 +245,7 @@ def test_format_is_part_of_the_cache_key_and_the_session_stamp(data_dir: str) ->
     model = ScriptedChatModel(script=[*json_replies(), *compact_replies()])
 
     def run(fmt: str) -> Any:
-        ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
+        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
         return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
 
     first, second, third, again = run("json"), run("compact"), run("json"), run("json")
@@ -293,7 +293,7 @@ def test_compact_prompts_put_the_instructions_first(tmp_path: Path) -> None:
     sessions = [TURNS[:6], TURNS[6:]]
     model = ScriptedChatModel(script=[*compact_replies(), *compact_replies()])
     conv = make_conversation(sessions)
-    ctx = Context(data_dir=str(tmp_path), chat_model=model, mra_ingest_cues="llm")  # the default format is compact
+    ctx = AllMethodsContext(data_dir=str(tmp_path), chat_model=model, mra_ingest_cues="llm")  # the default format is compact
     assert ctx.mra_ingest_format == "compact"
     ingest_conversation(conv, "ns", ctx, methods=["mragent"])
     prompts = model.prompts()
@@ -309,7 +309,7 @@ def test_lexical_cues_make_no_cue_call_and_keep_each_sentences_content_words(tmp
     """`mra_ingest_cues=lexical` (the default): call A only; each sentence's cues are its content words
     (verbatim, no stopwords, up to the spec's 30) plus the speaker, through the same cue index."""
     rewrite, _ = compact_replies()
-    assert Context().mra_ingest_cues == "lexical"
+    assert AllMethodsContext().mra_ingest_cues == "lexical"
     g, report, model = build(tmp_path, "compact", [rewrite], mra_ingest_cues="lexical")
     assert len(model.calls) == report.llm_calls == 1
     assert str(model.calls[0]["messages"][0].content).startswith("Rewrite this conversation")
@@ -331,7 +331,7 @@ def test_switching_the_cue_source_relinks_from_the_cached_rewrite(data_dir: str)
     model = ScriptedChatModel(script=compact_replies())
 
     def run(cues: str) -> Any:
-        ctx = Context(data_dir=data_dir, chat_model=model, mra_ingest_cues=cues)
+        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_cues=cues)
         return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
 
     first = run("llm")

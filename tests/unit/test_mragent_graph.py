@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from recollect.config import Context
+
 from recollect.graphs.mragent.graph import graph, map_supports
 from recollect.graphs.mragent.protocol import parse_reply
 from recollect.graphs.mragent.schemas import NavigateJSON
+from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import NamespaceError
-
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
 ANSWER = {"mode": "answer", "answer": "Riverside shelter", "supports": ["D1:3-1", "D9:99"], "confidence": 0.9}
 
 
-def run(ctx: Context, question: str = Q) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+def run(ctx: AllMethodsContext, question: str = Q) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": 60}
     updates: list[tuple[str, dict[str, Any]]] = []
@@ -35,12 +35,12 @@ def of(updates: list[tuple[str, dict[str, Any]]], node: str) -> list[dict[str, A
 
 
 @pytest.fixture
-def base(data_dir: str) -> Context:
+def base(data_dir: str) -> AllMethodsContext:
     ctx, _ = ingest(data_dir)
     return ctx
 
 
-def q(ctx: Context, qm: QuestionModel, **kw: Any) -> Context:
+def q(ctx: AllMethodsContext, qm: QuestionModel, **kw: Any) -> AllMethodsContext:
     """The spec's graph (no answer rewrite) unless a test turns the rewrite on."""
     return ctx.with_overrides(chat_model=qm.model, **{"mra_answer_rewrite": False, **kw})
 
@@ -48,7 +48,7 @@ def q(ctx: Context, qm: QuestionModel, **kw: Any) -> Context:
 # --- 4. temporal path
 
 
-def _dated(data_dir: str) -> Context:
+def _dated(data_dir: str) -> AllMethodsContext:
     sessions = [[("Ann" if i % 2 else "Bob", f"event {i} happened at the lake") for i in range(1, 11)],
                 [("Ann", "Another day at home"), ("Bob", "Watching films all evening")]]
     ctx, _ = ingest(data_dir, sessions=sessions,
@@ -78,7 +78,7 @@ def test_empty_time_window_falls_back_to_main_path(data_dir: str) -> None:
     assert state["mra_time_window"] == ["2021-01-01", "2021-01-31"]
 
 
-def test_bad_time_window_becomes_null(base: Context) -> None:
+def test_bad_time_window_becomes_null(base: AllMethodsContext) -> None:
     qm = QuestionModel(cues={"time_window": "sometime in May", "cues": [{"cue": "Pixel", "alternatives": []}]},
                        navigate=[ANSWER])
     state, _ = run(q(base, qm))
@@ -88,7 +88,7 @@ def test_bad_time_window_becomes_null(base: Context) -> None:
 # --- 5. pre-selection
 
 
-def _many(data_dir: str, n: int) -> Context:
+def _many(data_dir: str, n: int) -> AllMethodsContext:
     sessions = [[("Ann" if i % 2 else "Bob", f"garden tomato note number{i}") for i in range(1, n + 1)]]
     ctx, _ = ingest(data_dir, sessions=sessions, model=ingest_model(tag_for=lambda tid, text: "garden"))
     return ctx
@@ -159,7 +159,7 @@ def _bare_list() -> str:
     return json.dumps([{"name": n, "arguments": json.dumps(a)} for n, a in INTENT])
 
 
-def test_protocol_equivalence(base: Context) -> None:
+def test_protocol_equivalence(base: AllMethodsContext) -> None:
     results = []
     for reply, proto in ((_native(), "native"), (_json_nav(), "json"), (_bare(), "auto"), (_bare_list(), "auto")):
         qm = QuestionModel(navigate=[reply, ANSWER])
@@ -200,7 +200,7 @@ def _ctx_calls(n: int, start: int = 0) -> dict[str, Any]:
     return {"mode": "navigate", "calls": calls}
 
 
-def test_per_round_cap_drops_and_reports(base: Context) -> None:
+def test_per_round_cap_drops_and_reports(base: AllMethodsContext) -> None:
     twelve = _ctx_calls(12)
     twelve["calls"][10:] = [{"tool": "query_conversation_time", "args": {"event_id": "D2:1"}},
                             {"tool": "query_conversation_time", "args": {"event_id": "D2:2"}}]
@@ -214,7 +214,7 @@ def test_per_round_cap_drops_and_reports(base: Context) -> None:
     assert "Calls not run last round" in second_nav and "query_conversation_time" in second_nav
 
 
-def test_question_cap_of_50(base: Context) -> None:
+def test_question_cap_of_50(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate_default=lambda n, prompt: _ctx_calls(10, start=10 * (n - 1)))
     state, updates = run(q(base, qm))
     assert state["mra_calls_total"] == 50 and len(state["mra_tool_log"]) == 50
@@ -223,7 +223,7 @@ def test_question_cap_of_50(base: Context) -> None:
     assert state["answer"]
 
 
-def test_question_cap_drops_calls_beyond_the_budget(base: Context) -> None:
+def test_question_cap_drops_calls_beyond_the_budget(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[_ctx_calls(10), _ctx_calls(10, start=10)])
     state, updates = run(q(base, qm, mra_max_calls_total=15))
     assert state["mra_calls_total"] == 15
@@ -234,7 +234,7 @@ def test_question_cap_drops_calls_beyond_the_budget(base: Context) -> None:
 # --- 8. round budget
 
 
-def test_always_calling_model_gets_seven_rounds_then_a_forced_answer(base: Context) -> None:
+def test_always_calling_model_gets_seven_rounds_then_a_forced_answer(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate_default=lambda n, p: _ctx_calls(1, start=n))
     state, updates = run(q(base, qm))
     assert qm.kinds.count("navigate") == 7 and qm.kinds.count("final") == 1
@@ -244,7 +244,7 @@ def test_always_calling_model_gets_seven_rounds_then_a_forced_answer(base: Conte
     assert state["answer"] == "Pixel" and state["mra_forced_final"] is True
 
 
-def test_unusable_model_gets_seven_rounds_no_tools_and_a_fallback_answer(base: Context) -> None:
+def test_unusable_model_gets_seven_rounds_no_tools_and_a_fallback_answer(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate_default="I am thinking about it.", final="still no JSON")
     state, updates = run(q(base, qm))
     assert qm.kinds.count("navigate") == 7 and qm.kinds.count("final") == 1
@@ -255,7 +255,7 @@ def test_unusable_model_gets_seven_rounds_no_tools_and_a_fallback_answer(base: C
 # --- 11. bad calls and repeats
 
 
-def test_bad_calls_count_and_repeats_do_not(base: Context) -> None:
+def test_bad_calls_count_and_repeats_do_not(base: AllMethodsContext) -> None:
     bad = {"mode": "navigate", "calls": [{"tool": "no_such_tool", "args": {}},
                                          {"tool": "query_event_context", "args": {"oops": 1}},
                                          {"tool": "query_event_context", "args": {"event_id": "D1:2"}}]}
@@ -278,7 +278,7 @@ def test_supports_map_to_shown_turns() -> None:
     assert map_supports(["D3:t2", "D3:12"], ["D3:12", "D3:t2"]) == ["D3:12"]
 
 
-def test_answer_supports_only_shown_turns(base: Context) -> None:
+def test_answer_supports_only_shown_turns(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[{"mode": "navigate", "calls": [{"tool": "query_event_context",
                                                                   "args": {"event_id": "D1:2"}}]},
                                  {**ANSWER, "supports": ["D1:3-1", "D9:99", "D2:3"]}])
@@ -288,7 +288,7 @@ def test_answer_supports_only_shown_turns(base: Context) -> None:
     assert state["critical_memories"][0]["id"] == "D1:3" and "Riverside" in state["critical_memories"][0]["text"]
 
 
-def test_keep_goes_into_critical_memories(base: Context) -> None:
+def test_keep_goes_into_critical_memories(base: AllMethodsContext) -> None:
     nav = {"mode": "navigate", "keep": ["D1:1-1", "D2:3"], "reason": "Pixel is the cat",
            "calls": [{"tool": "query_event_context", "args": {"event_id": "D1:2"}}]}
     qm = QuestionModel(navigate=[nav, {**ANSWER, "supports": []}])
@@ -306,7 +306,7 @@ def test_keep_goes_into_critical_memories(base: Context) -> None:
 # --- 13. no category hints
 
 
-def test_no_category_text_in_any_prompt(base: Context) -> None:
+def test_no_category_text_in_any_prompt(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate_default=lambda n, p: _ctx_calls(1, start=n))
     run(q(base, qm))
     for prompt in qm.model.prompts():
@@ -318,7 +318,7 @@ def test_no_category_text_in_any_prompt(base: Context) -> None:
 # --- 14. no answer call after a valid navigate answer
 
 
-def test_answer_makes_no_call_after_a_navigate_answer(base: Context) -> None:
+def test_answer_makes_no_call_after_a_navigate_answer(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[ANSWER])
     state, _ = run(q(base, qm))
     assert qm.kinds == ["cues", "navigate"]
@@ -333,7 +333,7 @@ def test_answer_makes_no_call_after_a_navigate_answer(base: Context) -> None:
 SENTENCE = {**ANSWER, "answer": "Ann found Pixel at the Riverside shelter near her flat.", "supports": ["D1:1-1"]}
 
 
-def test_rewrite_turns_a_sentence_into_a_span(base: Context) -> None:
+def test_rewrite_turns_a_sentence_into_a_span(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[SENTENCE], rewrite={"answer": "Riverside shelter"})
     state, _ = run(q(base, qm, mra_answer_rewrite=True))
     assert qm.kinds == ["cues", "navigate", "rewrite"]
@@ -348,7 +348,7 @@ def test_rewrite_turns_a_sentence_into_a_span(base: Context) -> None:
 
 @pytest.mark.parametrize("reply", [{"answer": "No information available"}, {"answer": "Ann Pixel"}, {"answer": ""},
                                    {"oops": 1}])
-def test_rewrite_never_loses_the_draft(base: Context, reply: dict[str, Any]) -> None:
+def test_rewrite_never_loses_the_draft(base: AllMethodsContext, reply: dict[str, Any]) -> None:
     # "no information", an echo of the question's words, an empty or an invalid reply: the draft stays
     qm = QuestionModel(navigate=[SENTENCE], rewrite=reply)
     state, _ = run(q(base, qm, mra_answer_rewrite=True))
@@ -356,13 +356,13 @@ def test_rewrite_never_loses_the_draft(base: Context, reply: dict[str, Any]) -> 
     assert "fallback_rule" in next(r for r in state["trace"] if r["node"] == "answer")
 
 
-def test_no_rewrite_call_for_no_information(base: Context) -> None:
+def test_no_rewrite_call_for_no_information(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[{**ANSWER, "answer": "No information available", "supports": []}])
     state, _ = run(q(base, qm, mra_answer_rewrite=True))
     assert "rewrite" not in qm.kinds and state["answer"] == "No information available"
 
 
-def test_rewritten_span_finds_supports_the_sentence_did_not(base: Context) -> None:
+def test_rewritten_span_finds_supports_the_sentence_did_not(base: AllMethodsContext) -> None:
     # No usable citation: the sentence occurs in no shown turn, the span "grey cat" does (D1:1, shown by the seed)
     qm = QuestionModel(navigate=[{**SENTENCE, "answer": "Ann has a cat that is grey.", "supports": []}],
                        rewrite={"answer": "grey cat"})
@@ -373,7 +373,7 @@ def test_rewritten_span_finds_supports_the_sentence_did_not(base: Context) -> No
 # --- output contract and bad input
 
 
-def test_output_contract_and_trace(base: Context) -> None:
+def test_output_contract_and_trace(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[{"mode": "navigate", "calls": [{"tool": "query_event_context",
                                                                   "args": {"event_id": "D1:5"}}]}, ANSWER])
     state, _ = run(q(base, qm))
@@ -387,7 +387,7 @@ def test_output_contract_and_trace(base: Context) -> None:
     assert state["usage"]["calls"] == 3
 
 
-def test_cue_extraction_fallback(base: Context) -> None:
+def test_cue_extraction_fallback(base: AllMethodsContext) -> None:
     qm = QuestionModel(cues="no json", navigate=[ANSWER])
     state, _ = run(q(base, qm), "Where did Ann find Pixel?")
     assert [c["cue"] for c in state["mra_cues"]] == ["Ann", "find", "Pixel"]
@@ -395,12 +395,12 @@ def test_cue_extraction_fallback(base: Context) -> None:
 
 
 def test_namespace_without_graph(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir, chat_model=QuestionModel().model)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=QuestionModel().model)
     with pytest.raises(NamespaceError):
         graph.invoke({"namespace": "ns", "question": Q}, context=ctx)
 
 
-def test_max_rounds_one_goes_straight_to_the_forced_answer(base: Context) -> None:
+def test_max_rounds_one_goes_straight_to_the_forced_answer(base: AllMethodsContext) -> None:
     qm = QuestionModel()
     state, _ = run(q(base, qm, mra_max_rounds=1))
     assert qm.kinds == ["cues", "final"] and state["answer"] == "Pixel"

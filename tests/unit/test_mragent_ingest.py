@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+
 from recollect.graphs.mragent.memory import (
     EVENTS_KIND,
     K_EVENT,
@@ -20,7 +21,6 @@ from recollect.graphs.mragent.memory import (
 )
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import NamespaceError, open_workspace
-
 from tests.unit.helpers import make_conversation
 from tests.unit.mragent_fakes import SESSIONS, ingest, ingest_model
 
@@ -180,10 +180,10 @@ def test_full_and_partial_matches_are_separated(data_dir: str) -> None:
 
 
 def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
-    from recollect.config import Context
+    from recollect.graphs.registry import AllMethodsContext
     from recollect.ingestion import ingest_conversation
 
-    ctx = Context(data_dir=data_dir, chat_model=ingest_model())
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=ingest_model())
     ingest_conversation(make_conversation(SESSIONS), "other", ctx, methods=[])
     with pytest.raises(NamespaceError, match="no MRAgent graph"):
         CueTagGraph.load(open_workspace(data_dir), "other")

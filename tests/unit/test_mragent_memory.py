@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from recollect.config import Context
+
 from recollect.graphs.mragent.graph import graph
 from recollect.graphs.mragent.seed import in_window, parse_window
+from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.usage import estimate_tokens
-
 from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
@@ -22,7 +22,7 @@ SHELTER = "D1:3: Ann: At the Riverside shelter near my flat."
 TIME_TEXT = "session date-time 10:00 am on 1 May, 2023"  # only query_conversation_time writes this
 
 
-def run(ctx: Context, question: str = Q) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+def run(ctx: AllMethodsContext, question: str = Q) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": 60}
     updates: list[tuple[str, dict[str, Any]]] = []
@@ -47,7 +47,7 @@ def section(prompt: str, title: str) -> str:
 
 
 @pytest.fixture
-def base(data_dir: str) -> Context:
+def base(data_dir: str) -> AllMethodsContext:
     ctx, _ = ingest(data_dir)
     return ctx
 
@@ -56,7 +56,7 @@ CONTEXT_D1_2 = ("query_event_context", {"event_id": "D1:2", "window": 1})
 TIME_D1_3 = ("query_conversation_time", {"event_id": "D1:3"})
 
 
-def test_kept_memories_reach_every_later_navigate_prompt_first(base: Context) -> None:
+def test_kept_memories_reach_every_later_navigate_prompt_first(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), nav([TIME_D1_3], keep=["D1:3-1"]),
                                  nav([("query_event_context", {"event_id": "D2:1"})]),
                                  {"mode": "answer", "answer": "Riverside shelter", "supports": ["D1:3"]}])
@@ -70,7 +70,7 @@ def test_kept_memories_reach_every_later_navigate_prompt_first(base: Context) ->
     assert [m["id"] for m in state["critical_memories"]] == ["D1:3"]
 
 
-def test_prune_removes_from_h_and_results_not_kept_are_dropped(base: Context) -> None:
+def test_prune_removes_from_h_and_results_not_kept_are_dropped(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), nav([TIME_D1_3], keep=["D1:3"]),
                                  nav([("query_event_context", {"event_id": "D2:1"})], prune=["D1:3"]),
                                  nav([("query_event_context", {"event_id": "D2:3"})]),
@@ -85,7 +85,7 @@ def test_prune_removes_from_h_and_results_not_kept_are_dropped(base: Context) ->
     assert 'query_event_context({"event_id": "D2:1"}) -> ids: D2:2' in section(navs[4], "Earlier calls (results you did not keep are dropped):")
 
 
-def test_native_keep_memories_pseudo_tool_is_applied_and_never_executed(base: Context) -> None:
+def test_native_keep_memories_pseudo_tool_is_applied_and_never_executed(base: AllMethodsContext) -> None:
     from langchain_core.messages import AIMessage
 
     first = AIMessage(content="", tool_calls=[{"name": "query_event_context", "args": CONTEXT_D1_2[1], "id": "a"}])
@@ -98,7 +98,7 @@ def test_native_keep_memories_pseudo_tool_is_applied_and_never_executed(base: Co
     assert SHELTER in section(prompts(qm, "You answer a question")[2], "Kept memories:")
 
 
-def _garden(data_dir: str, n: int = 25) -> Context:
+def _garden(data_dir: str, n: int = 25) -> AllMethodsContext:
     sessions = [[("Ann" if i % 2 else "Bob", f"garden tomato note number{i} about plants and the weather today")
                  for i in range(1, n + 1)]]
     ctx, _ = ingest(data_dir, sessions=sessions, model=ingest_model(tag_for=lambda tid, text: "garden"))
@@ -124,7 +124,7 @@ def test_results_cut_for_room_stay_unmasked_and_the_budget_is_hard(data_dir: str
     assert set(nav_rec["not_shown_for_room"]) == cut
 
 
-def test_keeping_a_persona_origin_does_not_mask_it_before_its_text_is_shown(base: Context) -> None:
+def test_keeping_a_persona_origin_does_not_mask_it_before_its_text_is_shown(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[nav([("query_personal_aspect", {"person": "Bob", "aspect": "pets"})]),
                                  nav([CONTEXT_D1_2], keep=["D2:1"]),
                                  {"mode": "answer", "answer": "x", "supports": []}])
@@ -136,7 +136,7 @@ def test_keeping_a_persona_origin_does_not_mask_it_before_its_text_is_shown(base
     assert "D2:1: Bob: I ran the Berlin marathon" in prompts(qm, "You answer a question")[2]
 
 
-def test_forced_answer_sees_h_first_then_derived_tool_text(base: Context) -> None:
+def test_forced_answer_sees_h_first_then_derived_tool_text(base: AllMethodsContext) -> None:
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), nav([TIME_D1_3], keep=["D1:3"])])
     state, _ = run(base.with_overrides(chat_model=qm.model, mra_max_rounds=3))
     final = prompts(qm, "Answer the question from the memories")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from recollect.config import Context
+
 from recollect.graphs.mragent.memory import cue_norm
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
+from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import open_workspace
-
 from tests.unit.mragent_fakes import ingest, ingest_model
 
 PAPER_NAMES = {
@@ -26,7 +26,7 @@ def graph(data_dir: str) -> CueTagGraph:
 
 
 def tc(graph: CueTagGraph, **kw: Any) -> ToolContext:
-    return ToolContext(graph=graph, question=kw.pop("question", "Where did Ann find Pixel?"), cfg=Context(), **kw)
+    return ToolContext(graph=graph, question=kw.pop("question", "Where did Ann find Pixel?"), cfg=AllMethodsContext(), **kw)
 
 
 def test_registry_names_follow_the_paper() -> None:
@@ -34,7 +34,7 @@ def test_registry_names_follow_the_paper() -> None:
 
 
 def test_structured_tools_share_the_registry(graph: CueTagGraph, data_dir: str) -> None:
-    tools = structured_tools(Context(data_dir=data_dir), "ns", "Where did Ann find Pixel?")
+    tools = structured_tools(AllMethodsContext(data_dir=data_dir), "ns", "Where did Ann find Pixel?")
     assert {t.name for t in tools} == PAPER_NAMES
     ctx_tool = next(t for t in tools if t.name == "query_event_context")
     assert "D1:3: Ann: At the Riverside shelter" in ctx_tool.invoke({"event_id": "D1:2", "window": 1})

@@ -21,7 +21,7 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import recollect, recollect.prompts
-from recollect.config import Context
+from recollect.graphs.registry import AllMethodsContext
 from recollect.dialogue.loaders import load_conversation
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
@@ -31,7 +31,7 @@ from recollect.runner import ask
 
 data = sys.argv[1]
 register_workspace(Workspace(data, embeddings=HashEmbeddings()))
-ctx = Context(data_dir=data, chat_model=scripted(default={"answer": "Biscuit", "supports": []}))
+ctx = AllMethodsContext(data_dir=data, chat_model=scripted(default={"answer": "Biscuit", "supports": []}))
 ingest_conversation(load_conversation(sys.argv[2]), "pkg", ctx, methods=["memr3"])
 out = ask("pkg", "What is the name of Maya's dog?", "rag", ctx)
 print(json.dumps({"app": recollect.__file__, "prompts": str(recollect.prompts.PROMPTS_DIR), "answer": out["answer"],

@@ -9,13 +9,14 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
-from recollect.config import Context
+
+from recollect.graphs.registry import METHODS as GRAPHS
+from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from recollect.runner import GRAPHS, load_graph, sqlite_checkpointer
+from recollect.runner import sqlite_checkpointer
 from recollect.state import MemoryState
 from recollect.steps import fresh_question_fields, per_question_fields, wire_question_lifecycle
-
 from tests.unit.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
@@ -28,9 +29,9 @@ def _answers(msgs: list[Any], kw: dict[str, Any]) -> Any:
 
 
 @pytest.fixture
-def ctx(data_dir: str) -> Context:
-    ingest_conversation(CONV, "life", Context(data_dir=data_dir), methods=["memr3"])
-    return Context(data_dir=data_dir, chat_model=scripted(default=_answers))
+def ctx(data_dir: str) -> AllMethodsContext:
+    ingest_conversation(CONV, "life", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
+    return AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answers))
 
 
 def test_every_state_key_but_the_thread_keys_is_reset() -> None:
@@ -44,7 +45,7 @@ def test_every_state_key_but_the_thread_keys_is_reset() -> None:
 
 
 @pytest.mark.parametrize("method", ["rag", "full_context"])
-def test_two_questions_on_one_thread(ctx: Context, method: str) -> None:
+def test_two_questions_on_one_thread(ctx: AllMethodsContext, method: str) -> None:
     g = load_graph(method).builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
     first = g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
@@ -61,7 +62,7 @@ def test_two_questions_on_one_thread(ctx: Context, method: str) -> None:
     assert values["messages"][-1].response_metadata["supports"] == ["D1:2"]
 
 
-def test_chat_messages_are_the_question(ctx: Context) -> None:
+def test_chat_messages_are_the_question(ctx: AllMethodsContext) -> None:
     g = load_graph("rag").builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "chat"}}
     chat_ctx = ctx.with_overrides(namespace="life")  # Studio's chat view sends only messages
@@ -75,7 +76,7 @@ def test_chat_messages_are_the_question(ctx: Context) -> None:
     assert out["answer"] == "Pixel" and out["messages"][-2].content == "Ann's cat?"
 
 
-def test_missing_question_and_namespace_are_clear_errors(ctx: Context) -> None:
+def test_missing_question_and_namespace_are_clear_errors(ctx: AllMethodsContext) -> None:
     g = load_graph("rag")
     with pytest.raises(ValueError, match="question is empty"):
         g.invoke({"namespace": "life"}, context=ctx)
@@ -83,7 +84,7 @@ def test_missing_question_and_namespace_are_clear_errors(ctx: Context) -> None:
         g.invoke({"question": "cat?"}, context=ctx)
 
 
-def test_reset_survives_the_sqlite_checkpointer(ctx: Context) -> None:
+def test_reset_survives_the_sqlite_checkpointer(ctx: AllMethodsContext) -> None:
     g = load_graph("rag").builder.compile(checkpointer=sqlite_checkpointer(ctx.data_dir))
     config = {"configurable": {"thread_id": "sq"}}
     g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
@@ -94,7 +95,7 @@ def test_reset_survives_the_sqlite_checkpointer(ctx: Context) -> None:
 
 
 def test_several_last_nodes_all_reach_finish_question() -> None:
-    builder = StateGraph(MemoryState, context_schema=Context)
+    builder = StateGraph(MemoryState, context_schema=AllMethodsContext)
     builder.add_node("a", lambda s: {"answer": "A"})
     builder.add_node("b", lambda s: {"answer": "B"})
     builder.add_conditional_edges("a", lambda s: "b" if "b" in s["question"] else "finish_question")

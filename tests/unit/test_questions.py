@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from recollect.dialogue.loaders import load_dialogues
 from recollect.eval.questions import (
     CATEGORY_NAMES,

@@ -10,12 +10,12 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
-from recollect.config import Context
+
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError
 from recollect.recall import RecollectRetriever, create_recall_tool
-
 from tests.unit.helpers import make_conversation
 
 ALICE = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice")]], conv_id="conv-alice")
@@ -29,13 +29,13 @@ def _answer(msgs: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def ctx(data_dir: str) -> Context:
-    ingest_conversation(ALICE, "alice", Context(data_dir=data_dir), methods=["memr3"])
-    ingest_conversation(BOB, "bob", Context(data_dir=data_dir), methods=["memr3"])
-    return Context(data_dir=data_dir, chat_model=scripted(default=_answer))
+def ctx(data_dir: str) -> AllMethodsContext:
+    ingest_conversation(ALICE, "alice", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
+    ingest_conversation(BOB, "bob", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
+    return AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answer))
 
 
-def test_the_model_can_only_write_the_question(ctx: Context) -> None:
+def test_the_model_can_only_write_the_question(ctx: AllMethodsContext) -> None:
     tool = create_recall_tool("rag", context=ctx)
     assert set(tool.args) == {"question"}
     out = tool.invoke({"question": "What is Ann's cat called?", "namespace": "bob"},
@@ -43,7 +43,7 @@ def test_the_model_can_only_write_the_question(ctx: Context) -> None:
     assert out == {"answer": "Pixel", "supports": ["D1:1"]}  # the model's "namespace" is ignored
 
 
-def test_fixed_namespace_and_missing_namespace(ctx: Context) -> None:
+def test_fixed_namespace_and_missing_namespace(ctx: AllMethodsContext) -> None:
     assert create_recall_tool("rag", namespace="bob", context=ctx).invoke({"question": "cat?"})["answer"] == "Tiger"
     with pytest.raises(NamespaceError, match="no namespace"):
         create_recall_tool("rag", context=ctx).invoke({"question": "cat?"})
@@ -61,7 +61,7 @@ CALL = AIMessage(content="", tool_calls=[{"name": "recall", "id": "c1",
                                            "args": {"question": "What is Ann's cat called?", "namespace": "alice"}}])
 
 
-def test_inside_an_agent_the_config_picks_the_namespace(ctx: Context) -> None:
+def test_inside_an_agent_the_config_picks_the_namespace(ctx: AllMethodsContext) -> None:
     out = _agent(create_recall_tool("rag", context=ctx)).invoke(
         {"messages": [CALL]}, {"configurable": {"user_id": "bob"}})
     assert '"answer": "Tiger"' in out["messages"][-1].content or "'answer': 'Tiger'" in out["messages"][-1].content
@@ -72,14 +72,14 @@ class AppContext:
     user_id: str
 
 
-def test_inside_an_agent_the_runtime_context_picks_the_namespace(ctx: Context) -> None:
+def test_inside_an_agent_the_runtime_context_picks_the_namespace(ctx: AllMethodsContext) -> None:
     out = _agent(create_recall_tool("rag", context=ctx), AppContext).invoke(
         {"messages": [CALL]}, context=AppContext(user_id="bob"))
     content = out["messages"][-1].content
     assert "Tiger" in content and "Pixel" not in content and "trace" not in content
 
 
-def test_retriever_returns_chunk_documents(ctx: Context) -> None:
+def test_retriever_returns_chunk_documents(ctx: AllMethodsContext) -> None:
     docs = RecollectRetriever(namespace="alice", context=ctx, k=2).invoke("cat")
     assert docs and len(docs) <= 2
     assert all(d.metadata["namespace"] == "alice" and d.metadata["turn_ids"] for d in docs)
@@ -88,6 +88,6 @@ def test_retriever_returns_chunk_documents(ctx: Context) -> None:
     assert "Tiger" in " ".join(d.page_content for d in scoped) and "Pixel" not in " ".join(d.page_content for d in scoped)
 
 
-def test_retriever_over_a_method_returns_its_critical_memories(ctx: Context) -> None:
+def test_retriever_over_a_method_returns_its_critical_memories(ctx: AllMethodsContext) -> None:
     docs = RecollectRetriever(namespace="alice", method="rag", context=ctx).invoke("What is Ann's cat called?")
     assert [d.id for d in docs] == ["D1:1"] and "Pixel" in docs[0].page_content

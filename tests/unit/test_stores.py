@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from recollect.config import Context
+
 from recollect.graphs.memr3.graph import graph
+from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever
 from recollect.memory.workspace import NamespaceError, open_workspace, validate_namespace
-
 from tests.unit.helpers import make_conversation, run_graph
 
 A = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]], conv_id="conv-a")
@@ -20,7 +20,7 @@ B = make_conversation([[("Cid", "my cat is called Mango"), ("Dee", "my parrot is
 
 
 def test_masked_retriever_never_returns_masked_turns(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir, memr3_chunk_tokens=5)
+    ctx = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=5)
     ingest_conversation(A, "a", ctx, methods=["memr3"])
     r = MaskedRetriever(chunk_index(open_workspace(data_dir), "a", ctx), candidate_k=20)
     first = r.retrieve("cat", [], 1)
@@ -32,7 +32,7 @@ def test_masked_retriever_never_returns_masked_turns(data_dir: str) -> None:
 
 
 def test_namespaces_are_walls(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir)
+    ctx = AllMethodsContext(data_dir=data_dir)
     ingest_conversation(A, "a", ctx, methods=["memr3"])
     ingest_conversation(B, "b", ctx, methods=["memr3"])
     ws = open_workspace(data_dir)
@@ -46,7 +46,7 @@ def test_namespaces_are_walls(data_dir: str) -> None:
 
 
 def test_a_namespace_holds_one_conversation(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir)
+    ctx = AllMethodsContext(data_dir=data_dir)
     ingest_conversation(A, "a", ctx, methods=["memr3"])
     with pytest.raises(NamespaceError, match="already holds conversation 'conv-a'"):
         ingest_conversation(B, "a", ctx, methods=["memr3"])
@@ -62,7 +62,7 @@ def test_unknown_and_invalid_namespaces_are_clear_errors(data_dir: str) -> None:
 
 
 def test_incremental_sessions_extend_without_renumbering(data_dir: str) -> None:
-    ctx = Context(data_dir=data_dir, memr3_chunk_tokens=5)
+    ctx = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=5)
     one = make_conversation([[("Ann", "hello there")]], conv_id="c")
     two = make_conversation([[("Ann", "hello there")], [("Bob", "new session text")]], conv_id="c")
     ingest_conversation(one, "n", ctx, methods=["memr3"])
@@ -88,7 +88,7 @@ def test_memr3_controls_any_langchain_retriever_with_stable_ids(data_dir: str) -
     model = scripted([{"evidence": ["[T1] lives in Oslo"], "gaps": ["now?"], "decision": "retrieve"},
                       {"evidence": ["[T1] lived in Oslo"], "gaps": [], "decision": "answer"},
                       {"answer": "Oslo", "supports": ["T1"]}])
-    ctx = Context(data_dir=data_dir, chat_model=model, retriever=ListRetriever(docs=docs), memr3_top_k=1)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, retriever=ListRetriever(docs=docs), memr3_top_k=1)
     out, state = run_graph(graph, ctx, "ext", "Where does Zed live?")
     assert state["masks"] == ["T1", "T2"]
     assert out["answer"] == "Oslo" and out["supports"] == ["T1"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
+
 from recollect.llm.scripted import scripted
 from recollect.llm.structured import call_structured, extract_json, resolve_method
 from recollect.llm.usage import merge_usage, token_source
@@ -84,6 +85,7 @@ def test_usage_estimates_when_the_endpoint_reports_none() -> None:
 def test_unreachable_endpoint_raises_endpoint_error() -> None:
     import pytest
     from langchain_openai import ChatOpenAI
+
     from recollect.llm.structured import EndpointError
 
     dead = ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0, timeout=2)
@@ -93,6 +95,7 @@ def test_unreachable_endpoint_raises_endpoint_error() -> None:
 
 def test_local_servers_get_the_legacy_max_tokens_field() -> None:
     from langchain_core.messages import HumanMessage as H
+
     from recollect.llm.models import _openai
 
     local = _openai("http://127.0.0.1:9/v1", "x", "m")
@@ -125,6 +128,7 @@ def test_embedded_server_gets_the_schema_as_a_compact_llguidance_grammar() -> No
     import json
 
     from langchain_core.messages import HumanMessage as H
+
     from recollect.llm.models import JSON_WHITESPACE, _openai
     from recollect.llm.structured import json_format_kwargs
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.steps import AnswerReply, clean_answer, is_no_info
 

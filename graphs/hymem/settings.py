@@ -1,0 +1,61 @@
+"""HyMem's settings (README.md in this folder lists each with its paper value).
+
+Settings marked "set at ingest" shape the memory that ingestion builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from recollect.settings import Context, setting
+
+
+@dataclass(kw_only=True)
+class HyMemSettings:
+    """HyMem's own hyper-parameters (`hymem_*`)."""
+
+    hymem_light_k: int = setting(10, "HyMem: summaries shown to the light answer", ge=1)
+    hymem_deep_n: int = setting(30, "HyMem: Level-1 summaries the deep path selects from", ge=1)
+    hymem_deep_batch: int = setting(50, "HyMem: summaries per deep selection batch (d)", ge=1)
+    hymem_parallel_batches: bool = setting(True, "HyMem: run deep selection batches in parallel")
+    hymem_max_rounds: int = setting(2, "HyMem: reflect rounds (T)", ge=1, le=20)
+    hymem_deep_max_sessions: int = setting(3, "HyMem: sessions the deep path may open", ge=1)
+    hymem_deep_fallback_k: int = setting(5, "HyMem: dense hits used when deep selection picks nothing", ge=0)
+    # Improvement (spec: any non-empty list of items is a summary): a session needs at least one Level-1
+    # item per this many turns (a 20-turn session: 5), else the summary call is retried once with that
+    # instruction; one item per session makes light show everything and deep selection meaningless.
+    # Turns no item links to are added as their own turn-line item (probe: the 1.5B model summarised the
+    # first 6 of 16 turns twice). 0 = the spec (no density check, no added turn lines).
+    hymem_turns_per_summary: int = setting(
+        4, "HyMem: turns per required summary item at ingest; 0 = no density check", ge=0, paper=0)
+    # Improvement (spec: an item links whatever turns the model lists): one sentence cannot carry a whole
+    # session, yet the 1.5B model at times lists every turn id of a session for a one-line gist ("Jon and
+    # Gina are discussing their plans"), which marks the whole session as summarised, so none of its turns
+    # is added as a turn line and only the gist is searchable (dev slice: an item listed 12-23 turns in 4 of
+    # 6 sessions on the xllamacpp runtime, 3 of them left with one searchable line; 1 of 6 on
+    # llama-cpp-python). An item keeps at most this many of the turns it lists, those most similar to its
+    # text; the others are then linked by no item and get their own turn line. 0 = the spec (no cap).
+    hymem_max_turns_per_item: int = setting(
+        8, "HyMem: turns one summary item may link at ingest (most similar kept); 0 = no cap", ge=0, paper=0)
+    # Improvement (spec: light supports are every turn linked from the k shown summaries): the light
+    # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
+    hymem_light_supports: Literal["cited", "all_shown"] = setting(
+        "cited", "HyMem: light supports are the cited summaries' turns or every shown one", paper="all_shown")
+    # Improvement (spec: a light answer judged sufficient is final): a Level-1 summary written by a small
+    # model can misattribute or invent a fact, so a light answer must also be found in the raw turns its
+    # cited summaries link to (their text and date, not the speaker label: "Theo" read off a summary of
+    # Theo's question is not grounded); otherwise the round escalates to deep, which reads the sessions.
+    # false = the spec.
+    hymem_light_grounding: bool = setting(
+        True, "HyMem: escalate to deep when a light answer is not found in the turns of its summaries", paper=False)
+    # Improvement (spec: light answers "completely", deep lists every plausible answer): ask both for a
+    # short phrase copied from the memory, as the baselines do; long free-form answers lower token F1
+    # and the 1.5B model mixes people up in them. "full" = the spec's wording.
+    hymem_answer_style: Literal["short", "full"] = setting(
+        "short", "HyMem: short copied phrase or the spec's full answer", paper="full")
+
+
+@dataclass(kw_only=True)
+class HyMemContext(HyMemSettings, Context):
+    """The `hymem` graph's runtime settings: the shared ones plus HyMem's."""

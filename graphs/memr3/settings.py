@@ -1,0 +1,59 @@
+"""MemR3's settings (README.md in this folder lists each with its paper value).
+
+The chunk memory's settings (chunk size, candidate pool, reranking) are shared with the rag
+baseline and live in recollect.memory.chunks.ChunkSettings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from recollect.memory.chunks import ChunkSettings
+from recollect.settings import Context, setting
+
+
+@dataclass(kw_only=True)
+class MemR3Settings:
+    """MemR3's own hyper-parameters (`memr3_*`)."""
+
+    memr3_max_iterations: int = setting(5, "MemR3: router calls per question (n_max)", ge=1, le=50)
+    memr3_max_reflect_streak: int = setting(
+        1, "MemR3: reflect decisions in a row before retrieval is forced (n_cap)", ge=0)
+    memr3_max_retrieval_attempts: int = setting(
+        0, "MemR3: retrievals per question; 0 = same as memr3_max_iterations", ge=0)
+    memr3_top_k: int = setting(5, "MemR3: chunks shown per retrieval", ge=1)
+    # Improvement (spec: the answer call sees the evidence bullets and the draft only, = "never"): also
+    # show it the conversation turns behind them: the latest retrieval's snippets plus the turns the
+    # evidence cites. "when_thin" only when the evidence cites no shown turn or the router fell back.
+    # Default "always": the first retrieval is RAG's, so the answer call then sees at least what RAG's
+    # does (evidence-only measured 0.0 F1 against RAG's 0.33 on the memr3_vs_rag slice).
+    memr3_answer_snippets: Literal["never", "when_thin", "always"] = setting(
+        "always", "MemR3: show the answer call the turns behind the evidence (never = the spec)", paper="never")
+    # Improvement (spec: the router's evidence list replaces the old one wholesale): bullets citing a
+    # shown turn that the router dropped are carried over (at most 6), so multi-hop facts found in an
+    # earlier iteration reach the answer call. False = the spec's wholesale replacement.
+    memr3_keep_cited_evidence: bool = setting(
+        True, "MemR3: carry over evidence bullets citing a shown turn that the router dropped", paper=False)
+    # Improvement (spec: the answer call's reply is final): when the answer call says "No information
+    # available" but the router's draft answer is grounded (its words occur in the shown turns or
+    # evidence), the draft is the answer. False = the spec.
+    memr3_prefer_grounded_draft: bool = setting(
+        True, "MemR3: use the router's grounded draft when the answer call finds nothing", paper=False)
+    # Improvement (spec: the answer call's reply is final): one more call rewrites the answer into a short
+    # span with absolute dates (graphs/answer_rewrite.py, as MRAgent's `mra_answer_rewrite`). The 1.5B
+    # model's MemR3 answers keep relative times and ISO dates ("last week", "2023-05-25"), which
+    # LoCoMo-F1 scores 0 against "9 June, 2023". Measured on the dev slice: 32.66 -> 34.01 LoCoMo-F1, but
+    # only 2 of 16 answers changed, both by copying the rewrite prompt's example, so the default stays off
+    # (benchmarks/reports/eval_dev_memr3_rewrite/).
+    memr3_answer_rewrite: bool = setting(
+        False, "MemR3: rewrite the answer into a short span with one more call (false = spec)")
+
+    @property
+    def memr3_retrieval_budget(self) -> int:
+        return self.memr3_max_retrieval_attempts or self.memr3_max_iterations
+
+
+@dataclass(kw_only=True)
+class MemR3Context(MemR3Settings, ChunkSettings, Context):
+    """The `memr3` graph's runtime settings: the shared ones plus MemR3's and the chunk memory's."""

@@ -1,0 +1,70 @@
+"""MRAgent's settings (README.md in this folder lists each with its paper value).
+
+`ToolProtocol` is how tool calls travel: native tool calls, the JSON protocol, or chosen by endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from recollect.settings import Context, ToolProtocol, setting
+
+
+@dataclass(kw_only=True)
+class MRAgentSettings:
+    """MRAgent's own hyper-parameters (`mra_*`)."""
+
+    mra_max_rounds: int = setting(
+        8, "MRAgent: LLM rounds in the tool loop, the forced final one included", ge=1, le=50)
+    mra_max_calls_per_round: int = setting(10, "MRAgent: tool calls executed per round", ge=1)
+    mra_max_calls_total: int = setting(50, "MRAgent: tool calls per question", ge=1)
+    mra_k1: int = setting(80, "MRAgent: coarse candidate cap (K1)", ge=1)
+    mra_k2: int = setting(20, "MRAgent: fine candidate cap (K2)", ge=1)
+    mra_tag_max: int = setting(15, "MRAgent: tags considered per cue expansion", ge=1)
+    mra_tag_keep: int = setting(10, "MRAgent: tags kept after scoring", ge=1)
+    mra_tag_expand_threshold: float = setting(0.7, "MRAgent: tag score needed to expand a tag", ge=0, le=1)
+    mra_time_event_limit: int = setting(50, "MRAgent: events returned by a time-window lookup", ge=1)
+    mra_topic_k: int = setting(8, "MRAgent: topics returned by a topic search", ge=1)
+    mra_tool_event_cap: int = setting(20, "MRAgent: events returned by one tag or topic tool call", ge=1)
+    mra_jaccard: float = setting(0.6, "MRAgent: Jaccard similarity for a partial cue match", ge=0, le=1)
+    mra_preselect: Literal["llm_union", "llm_pick", "embedding"] = setting(
+        "llm_union", "MRAgent: how seed events are preselected")
+    mra_ingest_window_tokens: int = setting(
+        1200, "MRAgent: tokens per ingestion window (cue extraction); set at ingest", ge=1)
+    mra_tool_protocol: ToolProtocol = setting(
+        "auto", "MRAgent: native tool calls, a JSON protocol, or auto by endpoint")
+    # Improvement (spec: unknown ids are dropped): a cue reply that names a turn ("D1:3") instead of its
+    # sentence ids ("D1:3-1") is read as covering that turn's sentences; the verbatim check still applies.
+    # On the dev-split cost slice it saved 18 of 18 sentences of one session from the token fallback.
+    mra_cues_accept_turn_ids: bool = setting(
+        True, "MRAgent: a cue reply naming a turn id covers that turn's sentences", paper=False)
+    # --- mra_ingest_format (issue 12: fewer generated tokens at ingestion; app/ingest/mragent.py)
+    # "json" is the spec's keyed replies, kept so a benchmark can restore the old path. "compact" asks
+    # for positional arrays with local numbers and "" for the session date (same memory, about 40%
+    # fewer generated tokens; docs/mragent.md). "compact_merged" also writes each sentence's cues in
+    # the rewrite call: one call per window instead of two. Changing it re-ingests (new cache keys).
+    mra_ingest_format: Literal["compact", "compact_merged", "json"] = setting(
+        "compact", "MRAgent: ingestion reply format: compact arrays (compact), compact with the cues in the "
+                   "rewrite call, one call per window (compact_merged), or the spec's keyed JSON (json); "
+                   "set at ingest", paper="json")
+    # --- end mra_ingest_format
+    # Improvement (spec: call B, an LLM cue extraction per window): "lexical" skips call B and takes each
+    # sentence's content words (no stopwords, at least 3 characters, at most 30) as its cues, plus the
+    # speaker. The 1.5B model's call B copied nearly every word of each sentence, "the" and "you"
+    # included, and was about a third of MRAgent's generated tokens at ingestion; the measured effect is
+    # in docs/mragent.md. "llm" = the spec. Ignored by compact_merged, whose cues come with call A.
+    mra_ingest_cues: Literal["lexical", "llm"] = setting(
+        "lexical", "MRAgent: cues from each sentence's content words, no call (lexical), or the spec's cue "
+                   "extraction call per window (llm); set at ingest", paper="llm")
+    # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
+    # short span with absolute dates, the rewrite MGRetrieval's spec ends with (graphs/answer_rewrite.py).
+    # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,
+    # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in docs/mragent.md.
+    mra_answer_rewrite: bool = setting(
+        True, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
+
+
+@dataclass(kw_only=True)
+class MRAgentContext(MRAgentSettings, Context):
+    """The `mragent` graph's runtime settings: the shared ones plus MRAgent's."""

@@ -1,0 +1,110 @@
+"""Every method recollect knows, registered once by name.
+
+The runner, ingestion, the eval, the CLI and the server look methods up here; each entry names its
+graph, the context class that is its LangGraph `context_schema`, the memory builder whose structures
+it reads, and how many graph steps a run may take. Targets are "module:attribute" strings, imported
+on first use, so asking one method never imports another's code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from recollect.graphs.baselines.settings import BaselineSettings
+from recollect.graphs.hymem.settings import HyMemSettings
+from recollect.graphs.memr3.settings import MemR3Settings
+from recollect.graphs.mgretrieval.settings import MGRetrievalSettings
+from recollect.graphs.mragent.settings import MRAgentSettings
+from recollect.memory.chunks import ChunkSettings
+from recollect.settings import Context
+
+
+@dataclass(frozen=True)
+class Method:
+    graph: str  # "module:attribute" of the compiled graph
+    context: str  # "module:Class" of its context schema
+    memory: str | None  # the builder (a key of BUILDERS) whose memory it reads; None = the turns alone
+
+
+METHODS: dict[str, Method] = {
+    "memr3": Method("recollect.graphs.memr3.graph:graph", "recollect.graphs.memr3.settings:MemR3Context", "memr3"),
+    "rag": Method("recollect.graphs.baselines.graph:rag", "recollect.graphs.baselines.settings:BaselineContext",
+                  "memr3"),
+    "full_context": Method("recollect.graphs.baselines.graph:full_context",
+                           "recollect.graphs.baselines.settings:BaselineContext", None),
+    "mragent": Method("recollect.graphs.mragent.graph:graph", "recollect.graphs.mragent.settings:MRAgentContext",
+                      "mragent"),
+    "hymem": Method("recollect.graphs.hymem.graph:graph", "recollect.graphs.hymem.settings:HyMemContext", "hymem"),
+    "mgretrieval": Method("recollect.graphs.mgretrieval.graph:graph",
+                          "recollect.graphs.mgretrieval.settings:MGRetrievalContext", "mgretrieval"),
+}
+
+# Memory builders by name: build(ws, namespace, conversation, ctx, progress) -> BuildReport.
+BUILDERS: dict[str, str] = {
+    "memr3": "recollect.memory.chunks:build_memr3_chunks",
+    "mragent": "recollect.graphs.mragent.memory:build",
+    "hymem": "recollect.graphs.hymem.memory:build",
+    "mgretrieval": "recollect.graphs.mgretrieval.memory:build",
+}
+GRAPH_NEEDS: dict[str, str | None] = {name: m.memory for name, m in METHODS.items()}
+
+
+@dataclass(kw_only=True)
+class AllMethodsContext(MemR3Settings, ChunkSettings, BaselineSettings, MRAgentSettings, HyMemSettings,
+                        MGRetrievalSettings, Context):
+    """The shared settings plus every method's: what the CLI, ingestion and the eval carry.
+
+    A run narrows it to the graph's own context (`Context.narrow`), so each graph sees only its settings.
+    """
+
+
+def _resolve(target: str) -> Any:
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _known(name: str) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r} (choose from: {', '.join(METHODS)})")
+    return METHODS[name]
+
+
+def available_methods() -> list[str]:
+    return [m for m, entry in METHODS.items() if importlib.util.find_spec(entry.graph.split(":")[0]) is not None]
+
+
+def load_graph(name: str) -> Any:
+    try:
+        return _resolve(_known(name).graph)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"method {name!r} is not available in this installation: {exc}") from exc
+
+
+def context_class(name: str) -> type[Context]:
+    return _resolve(_known(name).context)
+
+
+def method_context(name: str, ctx: Context) -> Context:
+    """`ctx` as method `name`'s own context: its settings, nothing of other methods."""
+    cls = context_class(name)
+    return ctx if type(ctx) is cls else ctx.narrow(cls)
+
+
+def step_limit(name: str, ctx: Context) -> int:
+    """The run's LangGraph recursion limit: the graph module's `recursion_limit(ctx)` for these settings."""
+    module = importlib.import_module(_known(name).graph.split(":")[0])
+    return module.recursion_limit(method_context(name, ctx))
+
+
+def available_builders() -> list[str]:
+    return [name for name, target in BUILDERS.items() if importlib.util.find_spec(target.split(":")[0]) is not None]
+
+
+def load_builder(name: str) -> Callable[..., Any]:
+    if name not in BUILDERS:
+        raise ValueError(f"unknown method {name!r} (known: {', '.join(BUILDERS)})")
+    return _resolve(BUILDERS[name])
