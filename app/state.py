@@ -1,9 +1,9 @@
-"""The one state schema shared by every graph, with its reducers.
+"""The core of every graph's state, with its reducers.
 
 Values are plain JSON (str, int, float, bool, list, dict), plus LangChain messages in `messages`,
 so checkpoints load without custom serializers and Studio renders an input form and a chat view.
-Keys without a reducer are replaced by the last writer. Method-specific keys are optional and
-carry their method prefix.
+Keys without a reducer are replaced by the last writer. Each method extends `MemoryState` with its
+own optional keys, carrying its method prefix, in `graphs/<method>/state.py`.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class OutputState(TypedDict, total=False):
 
 
 class MemoryState(TypedDict):
+    """The keys every graph shares: input, the evidence–gap tracker, the answer, trace and usage."""
+
     # input
     namespace: str
     question: str
@@ -83,47 +85,3 @@ class MemoryState(TypedDict):
     # observability
     trace: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
     usage: NotRequired[Annotated[dict[str, Any], add_usage]]
-
-    # --- MemR3 (specs/methods/memr3.md §3.2)
-    memr3_snippets: NotRequired[list[dict[str, Any]]]
-    memr3_decision: NotRequired[str | None]
-    memr3_forced: NotRequired[str | None]
-    memr3_decision_forced: NotRequired[bool]
-    memr3_reflect_streak: NotRequired[int]
-    memr3_retrieval_attempts: NotRequired[int]
-    memr3_reasoning: NotRequired[str | None]
-    memr3_queries: NotRequired[Annotated[list[str], operator.add]]
-    memr3_tracker: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
-
-    # --- MRAgent (specs/methods/mragent.md §3.2)
-    mra_cues: NotRequired[list[dict[str, Any]]]
-    mra_time_window: NotRequired[list[str] | None]
-    mra_seed: NotRequired[dict[str, Any]]
-    mra_seen_cues: NotRequired[Annotated[list[str], union_ids]]
-    mra_visible_ids: NotRequired[Annotated[list[str], union_ids]]
-    mra_raw_reply: NotRequired[dict[str, Any] | None]
-    mra_pending_calls: NotRequired[list[dict[str, Any]]]
-    mra_dropped_calls: NotRequired[list[dict[str, Any]]]
-    mra_tool_log: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
-    mra_calls_total: NotRequired[int]
-    mra_confidence: NotRequired[float | None]
-    mra_forced_final: NotRequired[bool]
-
-    # --- HyMem (specs/methods/hymem.md §3.2)
-    hymem_status: NotRequired[str | None]
-    hymem_light_ids: NotRequired[list[str]]
-    hymem_deep_candidates: NotRequired[list[str]]
-    hymem_selected_ids: NotRequired[list[str]]
-    hymem_sessions_shown: NotRequired[Annotated[list[str], union_ids]]
-    hymem_route: NotRequired[str | None]
-    hymem_next: NotRequired[str | None]  # reflect's edge: "light" (another round) or "answer"
-    hymem_reflections: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
-
-    # --- MGRetrieval (specs/methods/mgretrieval.md §3.2)
-    mg_keywords: NotRequired[list[str]]
-    mg_pyramid: NotRequired[list[dict[str, Any]]]
-    mg_cursor: NotRequired[int]
-    mg_group: NotRequired[dict[str, Any] | None]
-    mg_new_memories: NotRequired[list[dict[str, Any]]]
-    mg_sufficient: NotRequired[bool]
-    mg_exhausted: NotRequired[bool]

@@ -177,8 +177,9 @@ def bullets(items: Iterable[str], empty: str = "(none)") -> str:
 
 # --- the question lifecycle: one thread holds a conversation of questions -----------------------
 
-# Keys that belong to the thread, not to one question: everything else in MemoryState is reset when
-# a new question starts, so a key a method adds later is reset without anyone listing it here.
+# Keys that belong to the thread, not to one question: every other key of a graph's state schema is
+# reset when a new question starts, so a key a method adds to its state is reset without anyone
+# listing it here.
 THREAD_KEYS = frozenset({"namespace", "question", "messages", "question_message_id"})
 
 
@@ -205,17 +206,17 @@ def _empty_value(hint: Any) -> tuple[Any, bool]:
     return None, reducer
 
 
-@lru_cache(maxsize=1)
-def per_question_fields() -> dict[str, tuple[Any, bool]]:
-    """Every per-question key of `MemoryState` with its fresh value and whether it has a reducer."""
-    hints = typing.get_type_hints(MemoryState, include_extras=True)
+@lru_cache(maxsize=16)
+def per_question_fields(schema: type = MemoryState) -> dict[str, tuple[Any, bool]]:
+    """Every per-question key of a state schema with its fresh value and whether it has a reducer."""
+    hints = typing.get_type_hints(schema, include_extras=True)
     return {key: _empty_value(hint) for key, hint in hints.items() if key not in THREAD_KEYS}
 
 
-def fresh_question_fields() -> dict[str, Any]:
+def fresh_question_fields(schema: type = MemoryState) -> dict[str, Any]:
     """An update that resets every per-question key; reducer keys get `Overwrite` so they empty."""
     out: dict[str, Any] = {}
-    for key, (value, reducer) in per_question_fields().items():
+    for key, (value, reducer) in per_question_fields(schema).items():
         value = type(value)() if isinstance(value, list | dict) else value  # never share a mutable
         out[key] = Overwrite(value) if reducer else value
     return out
@@ -229,15 +230,16 @@ def _message_text(message: Any) -> str:
     return " ".join(x for x in parts if x)
 
 
-def start_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Start a new question on the thread: resolve question and namespace, reset per-question keys.
+def start_question(state: MemoryState, runtime: Runtime[Context], schema: type = MemoryState) -> dict[str, Any]:
+    """Start a new question on the thread: resolve question and namespace, reset the per-question keys
+    of the graph's state `schema`.
 
     The question is a human message the caller just sent (the last message, not yet answered), else
     the `question` input, which is then added to `messages` so the thread reads as a conversation.
     """
     history = list(state.get("messages") or [])
     last = history[-1] if history else None
-    update: dict[str, Any] = fresh_question_fields()
+    update: dict[str, Any] = fresh_question_fields(schema)
     new_chat_message = (
         isinstance(last, HumanMessage) and bool(_message_text(last).strip())
         and last.id is not None and last.id != state.get("question_message_id")
@@ -318,7 +320,13 @@ def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[st
     can end the run (a conditional edge whose targets include END) must name "finish_question"
     instead of END, so every answer reaches the thread's `messages`.
     """
-    builder.add_node("start_question", start_question)
+    schema = builder.state_schema
+
+    def start(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return start_question(state, runtime, schema)
+
+    start.__doc__ = start_question.__doc__
+    builder.add_node("start_question", start)
     builder.add_node("finish_question", finish_question)
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", first)

@@ -29,13 +29,14 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.graphs.hymem.memory import load_sessions, summary_index
 from recollect.graphs.hymem.settings import HyMemContext
+from recollect.graphs.hymem.state import HyMemState
 from recollect.llm.lenient import Text, as_int_or_raw
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import StructuredResult, call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
 from recollect.memory.vectors import Unit
 from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
+from recollect.state import InputState, OutputState
 from recollect.steps import (
     NO_INFO,
     clean_answer,
@@ -178,7 +179,7 @@ def _turns_of(units: list[Unit]) -> list[str]:
     return list(dict.fromkeys(t for u in units for t in u.turn_ids))
 
 
-def _round(state: MemoryState) -> int:
+def _round(state: HyMemState) -> int:
     return int(state.get("iteration") or 0)
 
 
@@ -191,7 +192,7 @@ def _call(ctx: HyMemContext, name: str, schema: type[BaseModel], node: str, **va
 # --- nodes --------------------------------------------------------------------------------------
 
 
-def light(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
+def light(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     workspace(ctx).require_namespace(ns)
@@ -292,7 +293,7 @@ def _session_lines(doc: dict[str, Any], budget: int) -> tuple[list[str], list[st
     return kept, ids[: len(kept) - 1]
 
 
-def deep(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
+def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     question = state["question"]
@@ -424,7 +425,7 @@ def deep(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     }
 
 
-def reflect(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
+def reflect(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     rnd = _round(state)
     query = state.get("query") or state["question"]
@@ -463,7 +464,7 @@ def reflect(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any
     return update
 
 
-def answer(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
+def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     ctx = runtime.context
     draft = clean_answer(state.get("draft_answer"))
     draft = "" if is_no_info(draft) else draft
@@ -490,15 +491,15 @@ def answer(state: MemoryState, runtime: Runtime[HyMemContext]) -> dict[str, Any]
 # --- routing ------------------------------------------------------------------------------------
 
 
-def route_after_light(state: MemoryState) -> Literal["deep", "reflect"]:
+def route_after_light(state: HyMemState) -> Literal["deep", "reflect"]:
     return "reflect" if state.get("hymem_route") == "reflect" else "deep"
 
 
-def route_after_reflect(state: MemoryState) -> Literal["light", "answer"]:
+def route_after_reflect(state: HyMemState) -> Literal["light", "answer"]:
     return "light" if state.get("hymem_next") == "light" else "answer"
 
 
-builder = StateGraph(MemoryState, context_schema=HyMemContext, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(HyMemState, context_schema=HyMemContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("light", light)
 builder.add_node("deep", deep)
 builder.add_node("reflect", reflect)

@@ -26,11 +26,12 @@ from pydantic import BaseModel, Field, create_model, field_validator
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.dialogue.turn_ids import TurnIdMatcher
 from recollect.graphs.memr3.settings import MemR3Context
+from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
 from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
+from recollect.state import InputState, OutputState
 from recollect.steps import (
     NO_INFO,
     AnswerReply,
@@ -119,7 +120,7 @@ def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
 _SCHEMAS = {a: router_schema(a) for a in [DECISIONS, *((d,) for d in DECISIONS)]}
 
 
-def _opportunity(state: MemoryState, ctx: MemR3Context) -> bool:
+def _opportunity(state: MemR3State, ctx: MemR3Context) -> bool:
     """Some chunk with no masked turn remains, and the retrieval-attempt budget is not spent."""
     if state.get("memr3_retrieval_attempts", 0) >= ctx.memr3_retrieval_budget:
         return False
@@ -142,7 +143,7 @@ def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
 # --- nodes -------------------------------------------------------------------------------------
 
 
-def retrieve(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+def retrieve(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     question = state["question"]
     refinement = (state.get("query") or "").strip()
@@ -186,7 +187,7 @@ def retrieve(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, An
     }
 
 
-def router(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     iteration = state.get("iteration", 0)
     budget_call = iteration + 1 >= ctx.memr3_max_iterations
@@ -267,7 +268,7 @@ def router(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]
     return update
 
 
-def reflect(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+def reflect(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     forced = bool(state.get("memr3_decision_forced"))
     streak_hit = state.get("memr3_reflect_streak", 0) >= ctx.memr3_max_reflect_streak
@@ -282,12 +283,12 @@ def reflect(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any
     }
 
 
-def _router_fell_back(state: MemoryState) -> bool:
+def _router_fell_back(state: MemR3State) -> bool:
     routers = [r for r in state.get("trace") or [] if r.get("node") == "router"]
     return bool(routers and routers[-1].get("fallback"))
 
 
-def _answer_turns(state: MemoryState, ctx: MemR3Context, evidence_ids: list[str], budget: int) -> list[tuple[list[str], str]]:
+def _answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str], budget: int) -> list[tuple[list[str], str]]:
     """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them."""
     out: list[tuple[list[str], str]] = []
     used = 0
@@ -312,7 +313,7 @@ def _answer_turns(state: MemoryState, ctx: MemR3Context, evidence_ids: list[str]
     return out
 
 
-def answer(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     question = state["question"]
     evidence = list(state.get("evidence") or [])
@@ -382,12 +383,12 @@ def answer(state: MemoryState, runtime: Runtime[MemR3Context]) -> dict[str, Any]
     }
 
 
-def route_after_router(state: MemoryState) -> Literal["retrieve", "reflect", "answer"]:
+def route_after_router(state: MemR3State) -> Literal["retrieve", "reflect", "answer"]:
     decision = state.get("memr3_decision")
     return decision if decision in DECISIONS else "reflect"  # type: ignore[return-value]
 
 
-builder = StateGraph(MemoryState, context_schema=MemR3Context, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MemR3State, context_schema=MemR3Context, input_schema=InputState, output_schema=OutputState)
 builder.add_node("retrieve", retrieve)
 builder.add_node("router", router)
 builder.add_node("reflect", reflect)

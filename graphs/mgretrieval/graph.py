@@ -39,6 +39,7 @@ from recollect.graphs.mgretrieval.memory import (
     question_ngrams,
 )
 from recollect.graphs.mgretrieval.settings import MGRetrievalContext
+from recollect.graphs.mgretrieval.state import MGRetrievalState
 from recollect.llm.lenient import StrList, Text, as_str_list
 from recollect.llm.models import get_chat_model, model_name
 from recollect.llm.structured import call_structured
@@ -46,7 +47,7 @@ from recollect.llm.usage import estimate_tokens
 from recollect.memory.embeddings import cosine_matrix
 from recollect.memory.workspace import Workspace
 from recollect.prompts import load_prompt, render_prompt
-from recollect.state import InputState, MemoryState, OutputState
+from recollect.state import InputState, OutputState
 from recollect.steps import (
     NO_INFO,
     TURN_ID,
@@ -177,7 +178,7 @@ def candidate_keywords(ws: Workspace, namespace: str, question: str, vocab: Keyw
     return out, [g for g in grams if g in out]
 
 
-def select_keywords(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+def select_keywords(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -246,7 +247,7 @@ def speaker_keywords(ws: Workspace, namespace: str) -> set[str]:
     return {normalise_keyword(t.speaker) for t in ws.turns(namespace).values()} - {""}
 
 
-def build_pyramid(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+def build_pyramid(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -273,14 +274,14 @@ def build_pyramid(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> d
     }
 
 
-def _assess_fixed_tokens(state: MemoryState) -> int:
+def _assess_fixed_tokens(state: MGRetrievalState) -> int:
     """Tokens of an assess prompt before its new memories (template, question, a, H)."""
     critical = state.get("critical_memories") or []
     return estimate_tokens(load_prompt(METHOD, "assess") + state["question"] + (state.get("draft_answer") or "")
                            + memory_lines(critical)) + 150
 
 
-def retrieve_round(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+def retrieve_round(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -392,7 +393,7 @@ def _critical_fallback(ws: Workspace, ns: str, question: str, pool: list[dict[st
     return [m for m in pool if m["id"] in keep]
 
 
-def assess(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     ws = workspace(ctx)
     ns = state["namespace"]
@@ -471,7 +472,7 @@ def assess(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str
     }
 
 
-def rewrite(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+def rewrite(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     ctx = runtime.context
     draft = (state.get("draft_answer") or "").strip()
     critical = list(state.get("critical_memories") or [])
@@ -511,17 +512,17 @@ def round_kinds(trace: list[dict[str, Any]]) -> dict[str, int]:
 # --- routers ------------------------------------------------------------------------------------
 
 
-def route_after_retrieve(state: MemoryState) -> Literal["assess", "rewrite"]:
+def route_after_retrieve(state: MGRetrievalState) -> Literal["assess", "rewrite"]:
     return "rewrite" if state.get("mg_exhausted") or not state.get("mg_new_memories") else "assess"
 
 
-def route_after_assess(state: MemoryState, runtime: Runtime[MGRetrievalContext]) -> Literal["retrieve_round", "rewrite"]:
+def route_after_assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> Literal["retrieve_round", "rewrite"]:
     if state.get("mg_sufficient") or state.get("iteration", 0) >= runtime.context.mg_max_rounds:
         return "rewrite"
     return "retrieve_round"
 
 
-builder = StateGraph(MemoryState, context_schema=MGRetrievalContext, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MGRetrievalState, context_schema=MGRetrievalContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("select_keywords", select_keywords)
 builder.add_node("build_pyramid", build_pyramid)
 builder.add_node("retrieve_round", retrieve_round)

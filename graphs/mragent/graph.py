@@ -29,6 +29,7 @@ from recollect.graphs.mragent.protocol import call_key, call_text, json_bound, k
 from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
 from recollect.graphs.mragent.seed import build_seed, parse_window
 from recollect.graphs.mragent.settings import MRAgentContext
+from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
 from recollect.graphs.mragent.tools import ToolContext, error_result, execute, structured_tools
@@ -36,7 +37,7 @@ from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured, invoke_counted, json_objects
 from recollect.llm.usage import merge_usage
 from recollect.prompts import render_prompt
-from recollect.state import InputState, MemoryState, OutputState
+from recollect.state import InputState, OutputState
 from recollect.steps import (
     NO_INFO,
     is_no_info,
@@ -52,7 +53,7 @@ def _graph(ctx: MRAgentContext, namespace: str) -> CueTagGraph:
     return CueTagGraph.load(workspace(ctx), namespace)
 
 
-def _shown_update(state: MemoryState, shown: Rendered) -> dict[str, Any]:
+def _shown_update(state: MRAgentState, shown: Rendered) -> dict[str, Any]:
     """State fields for what a prompt rendered: masks, visible ids, evidence lines (new turns only)."""
     masks = set(state.get("masks") or [])
     new = [(t, line) for t, line in zip(shown.shown_turns, shown.evidence, strict=True) if t not in masks]
@@ -64,7 +65,7 @@ def _shown_update(state: MemoryState, shown: Rendered) -> dict[str, Any]:
     }
 
 
-def extract_cues(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     _graph(ctx, state["namespace"])  # a namespace with no graph fails here, before any LLM call
     question = state["question"]
@@ -101,7 +102,7 @@ def extract_cues(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[s
     }
 
 
-def seed(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def seed(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
     seed_out, _topics, usage, records = build_seed(g, ctx, state["question"], state.get("mra_cues") or [],
@@ -109,11 +110,11 @@ def seed(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]
     return {"mra_seed": seed_out, "mra_forced_final": ctx.mra_max_rounds <= 1, "usage": usage, "trace": records}
 
 
-def after_seed(state: MemoryState) -> Literal["answer", "navigate"]:
+def after_seed(state: MRAgentState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def navigate(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     ns = state["namespace"]
     it = state.get("iteration", 0) + 1
@@ -142,7 +143,7 @@ def navigate(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, 
 
 
 def _apply_keep(
-    state: MemoryState, g: CueTagGraph, keep: list[str], prune: list[str], reason: str | None, rnd: int
+    state: MRAgentState, g: CueTagGraph, keep: list[str], prune: list[str], reason: str | None, rnd: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The model's keep/prune decision on H (`critical_memories`); only ids it has seen can be kept.
 
@@ -172,7 +173,7 @@ def _apply_keep(
     return current, info
 
 
-def route(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def route(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     rnd = state.get("iteration", 0)
     parsed = parse_reply(state.get("mra_raw_reply"))
@@ -222,7 +223,7 @@ def route(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any
     return update
 
 
-def after_route(state: MemoryState) -> Literal["answer", "tools", "navigate"]:
+def after_route(state: MRAgentState) -> Literal["answer", "tools", "navigate"]:
     if state.get("draft_answer"):
         return "answer"
     if state.get("mra_pending_calls"):
@@ -232,7 +233,7 @@ def after_route(state: MemoryState) -> Literal["answer", "tools", "navigate"]:
     return "navigate"
 
 
-def tools(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def tools(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     """Run the pending calls. Nothing is masked here: the next prompt masks what it renders."""
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
@@ -268,11 +269,11 @@ def tools(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any
     }
 
 
-def after_tools(state: MemoryState) -> Literal["answer", "navigate"]:
+def after_tools(state: MRAgentState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def _forced_reply(state: MemoryState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
+def _forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
     """The forced final call: one call, no retry (the loop's max_rounds LLM calls include it)."""
     shown = final_prompt(state, ctx, g)
     msg, usage = invoke_counted(json_bound(get_chat_model(ctx), ctx, FinalReply, 200),
@@ -286,7 +287,7 @@ def _forced_reply(state: MemoryState, ctx: MRAgentContext, g: CueTagGraph) -> tu
     return shown, None, usage, content
 
 
-def answer(state: MemoryState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
+def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
     draft = (state.get("draft_answer") or "").strip()
@@ -343,7 +344,7 @@ def recursion_limit(ctx: MRAgentContext) -> int:
 
 # --------------------------------------------------------------------------------------------- graph
 
-builder = StateGraph(MemoryState, context_schema=MRAgentContext, input_schema=InputState, output_schema=OutputState)
+builder = StateGraph(MRAgentState, context_schema=MRAgentContext, input_schema=InputState, output_schema=OutputState)
 builder.add_node("extract_cues", extract_cues)
 builder.add_node("seed", seed)
 builder.add_node("navigate", navigate)

@@ -3,6 +3,7 @@ its question from `question` or from the last human message, and ends with an AI
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
@@ -34,12 +35,16 @@ def ctx(data_dir: str) -> AllMethodsContext:
     return AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answers))
 
 
-def test_every_state_key_but_the_thread_keys_is_reset() -> None:
-    keys = set(per_question_fields())
+@pytest.mark.parametrize("method", list(GRAPHS))
+def test_every_state_key_but_the_thread_keys_is_reset(method: str) -> None:
+    schema = load_graph(method).builder.state_schema
+    keys = set(per_question_fields(schema))
     assert {"iteration", "masks", "evidence", "gaps", "trace", "usage", "answer", "supports"} <= keys
-    assert {k for k in MemoryState.__annotations__ if k.startswith(("memr3_", "mra_", "hymem_", "mg_"))} <= keys
+    own = {k for k in typing.get_type_hints(schema) if k.startswith(("memr3_", "mra_", "hymem_", "mg_"))}
+    assert own <= keys
+    assert bool(own) == (method not in ("rag", "full_context"))
     assert not keys & {"namespace", "question", "messages"}
-    fresh = fresh_question_fields()
+    fresh = fresh_question_fields(schema)
     assert fresh["iteration"] == 0 and fresh["evidence"] == [] and fresh["query"] is None
     assert type(fresh["masks"]).__name__ == "Overwrite"  # a reducer key needs Overwrite to empty
 

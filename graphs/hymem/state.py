@@ -1,0 +1,25 @@
+"""HyMem's keys of the graph state, beside the shared ones of `recollect.state.MemoryState`.
+
+Every key is optional and per question: a new question on a thread resets it (see
+`recollect.steps.start_question`). README.md in this folder says what each node writes.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, NotRequired
+
+from recollect.state import MemoryState, union_ids
+
+
+class HyMemState(MemoryState):
+    """The `hymem` graph's state."""
+
+    hymem_status: NotRequired[str | None]
+    hymem_light_ids: NotRequired[list[str]]
+    hymem_deep_candidates: NotRequired[list[str]]
+    hymem_selected_ids: NotRequired[list[str]]
+    hymem_sessions_shown: NotRequired[Annotated[list[str], union_ids]]
+    hymem_route: NotRequired[str | None]
+    hymem_next: NotRequired[str | None]  # reflect's edge: "light" (another round) or "answer"
+    hymem_reflections: NotRequired[Annotated[list[dict[str, Any]], operator.add]]

@@ -1,0 +1,26 @@
+"""MemR3's keys of the graph state, beside the shared ones of `recollect.state.MemoryState`.
+
+Every key is optional and per question: a new question on a thread resets it (see
+`recollect.steps.start_question`). README.md in this folder says what each node writes.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, NotRequired
+
+from recollect.state import MemoryState
+
+
+class MemR3State(MemoryState):
+    """The `memr3` graph's state."""
+
+    memr3_snippets: NotRequired[list[dict[str, Any]]]
+    memr3_decision: NotRequired[str | None]
+    memr3_forced: NotRequired[str | None]
+    memr3_decision_forced: NotRequired[bool]
+    memr3_reflect_streak: NotRequired[int]
+    memr3_retrieval_attempts: NotRequired[int]
+    memr3_reasoning: NotRequired[str | None]
+    memr3_queries: NotRequired[Annotated[list[str], operator.add]]
+    memr3_tracker: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
