@@ -196,6 +196,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from recollect.llm.local_runtime import LocalServer, model_verified, runtime_installed
     from recollect.settings import get_settings
 
+    import importlib.util
+
+    if importlib.util.find_spec("langgraph_cli") is None or importlib.util.find_spec("langgraph_api") is None:
+        raise CLIError("`recollect serve` needs the LangGraph server: pip install 'recollect[serve]'")
     port = _serve_port(args.port)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
                ANONYMIZED_TELEMETRY="False")
@@ -211,8 +215,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = write_server_config(server_dir)
     except OSError as exc:
         raise CLIError(f"cannot write the server's config under {server_dir}: {exc.strerror or exc}") from None
-    exe = Path(sys.executable).with_name("langgraph")
-    cmd = [str(exe) if exe.exists() else "langgraph", "dev", "--config", str(config),
+    # The same interpreter as this command: from a wheel in a venv that is not activated, a `langgraph`
+    # on PATH may belong to another environment (or be missing).
+    cmd = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config),
            "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
 
     def _on_signal(_signum: int, _frame: Any) -> None:
