@@ -190,13 +190,12 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import importlib.util
     import signal
     import urllib.request
 
     from recollect.llm.local_runtime import LocalServer, model_verified, runtime_installed
     from recollect.settings import get_settings
-
-    import importlib.util
 
     if importlib.util.find_spec("langgraph_cli") is None or importlib.util.find_spec("langgraph_api") is None:
         raise CLIError("`recollect serve` needs the LangGraph server: pip install 'recollect[serve]'")
