@@ -37,10 +37,10 @@ lint: venv
 	@$(BIN)/ruff check app graphs tests benchmarks
 
 unit: venv
-	@$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest tests -q -m "not integration and not service" $(PYTEST_ARGS)
 
 integration: setup
-	@$(BIN)/python -m pytest tests/integration tests/service -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest tests -q -m "integration or service" $(PYTEST_ARGS)
 
 test: setup lint
 	@$(BIN)/python -m pytest tests -q $(PYTEST_ARGS)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from recollect.graphs.registry import AllMethodsContext
+
 os.environ.setdefault("RECOLLECT_EMBEDDER", "hash")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
@@ -61,3 +63,26 @@ def chat_model() -> Iterator[object]:
     model = default_chat_model()
     yield model
     stop_local_server()
+
+
+# --- a MiniLM workspace and a context on the real model (integration tests of every area) ------------
+
+
+@pytest.fixture(scope="session")
+def minilm_workspace(tmp_path_factory: pytest.TempPathFactory):
+    from recollect.memory.embeddings import MiniLMEmbeddings
+    from recollect.memory.workspace import Workspace, register_workspace
+
+    data = tmp_path_factory.mktemp("integration-data")
+    return register_workspace(Workspace(data, embeddings=MiniLMEmbeddings()))
+
+
+@pytest.fixture(scope="session")
+def local_ctx(minilm_workspace, chat_model) -> AllMethodsContext:
+    """A context on a data dir whose namespace `sample` holds the sample dialogue."""
+    return AllMethodsContext(data_dir=str(minilm_workspace.data_dir), chat_model=chat_model)
+
+
+@pytest.fixture(scope="session")
+def sample_file() -> Path:
+    return SAMPLE

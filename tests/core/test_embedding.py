@@ -12,7 +12,7 @@ from recollect.graphs.memr3.graph import graph
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from tests.unit.helpers import make_conversation
+from tests.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
 

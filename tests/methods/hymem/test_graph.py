@@ -25,7 +25,7 @@ from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import open_workspace
 from recollect.steps import NO_INFO
-from tests.unit.helpers import make_conversation, nodes, run_graph
+from tests.helpers import make_conversation, nodes, run_graph
 
 LINE = re.compile(r"^\[(D\d+:\d+)\] ([^:\n]+): (.*)$", re.M)
 NUMBERED = re.compile(r"^id: (\d+), time: [^,]+(?:, \d{4})?, (.*)$", re.M)

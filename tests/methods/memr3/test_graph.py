@@ -23,7 +23,7 @@ from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.retriever import MaskedRetriever
 from recollect.memory.workspace import open_workspace
 from recollect.steps import is_no_info
-from tests.unit.helpers import make_conversation, nodes, run_graph
+from tests.helpers import make_conversation, nodes, run_graph
 
 TOPICS = [
     "Ann adopted a grey cat named Pixel from the shelter",

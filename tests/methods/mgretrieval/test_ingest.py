@@ -19,8 +19,8 @@ from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-from tests.unit.helpers import make_conversation
-from tests.unit.mgretrieval_fakes import FakeAux
+from tests.helpers import make_conversation
+from tests.methods.mgretrieval.fakes import FakeAux
 
 SESSIONS = [
     [("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob", "I bought a red kayak")],

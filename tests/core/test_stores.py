@@ -13,7 +13,7 @@ from recollect.llm.scripted import scripted
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever
 from recollect.memory.workspace import NamespaceError, open_workspace, validate_namespace
-from tests.unit.helpers import make_conversation, run_graph
+from tests.helpers import make_conversation, run_graph
 
 A = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "my dog is called Rex")]], conv_id="conv-a")
 B = make_conversation([[("Cid", "my cat is called Mango"), ("Dee", "my parrot is called Kiwi")]], conv_id="conv-b")

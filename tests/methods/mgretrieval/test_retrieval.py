@@ -21,9 +21,9 @@ from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from recollect.steps import NO_INFO
-from tests.unit.helpers import run_graph
-from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
-from tests.unit.test_mgretrieval import ID, KW, SPEC, TEXTS, aux_model, recs
+from tests.helpers import run_graph
+from tests.methods.mgretrieval.fakes import FakeAux, ingest_scripted, schema_props
+from tests.methods.mgretrieval.test_graph import ID, KW, SPEC, TEXTS, aux_model, recs
 
 Q = "What did Ann say about fruit?"
 

@@ -29,8 +29,8 @@ from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.workspace import open_workspace
-from tests.unit.helpers import make_conversation
-from tests.unit.mragent_fakes import compact_rewrite, json_rewrite
+from tests.helpers import make_conversation
+from tests.methods.mragent.fakes import compact_rewrite, json_rewrite
 
 SESSION_DATE = "2023-05-01"  # make_conversation: "10:00 am on 1 May, 2023"
 

@@ -21,8 +21,8 @@ from recollect.graphs.mragent.memory import (
 )
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import NamespaceError, open_workspace
-from tests.unit.helpers import make_conversation
-from tests.unit.mragent_fakes import SESSIONS, ingest, ingest_model
+from tests.helpers import make_conversation
+from tests.methods.mragent.fakes import SESSIONS, ingest, ingest_model
 
 EVENT_RE = re.compile(r"^D(\d+):(\d+)-(\d+)$")
 # Every reply format (mra_ingest_format) must keep the ingestion guarantees; the fake model answers in

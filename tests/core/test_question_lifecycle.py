@@ -18,7 +18,7 @@ from recollect.llm.scripted import scripted
 from recollect.runner import sqlite_checkpointer
 from recollect.state import MemoryState
 from recollect.steps import fresh_question_fields, per_question_fields, wire_question_lifecycle
-from tests.unit.helpers import make_conversation
+from tests.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
 

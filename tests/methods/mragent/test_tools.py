@@ -11,7 +11,7 @@ from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import open_workspace
-from tests.unit.mragent_fakes import ingest, ingest_model
+from tests.methods.mragent.fakes import ingest, ingest_model
 
 PAPER_NAMES = {
     "query_tag_events", "query_conversation_time", "query_event_keywords", "query_event_context",

@@ -15,9 +15,9 @@ import pytest
 from recollect.eval.report import _keyword_round_lines, summarize_method
 from recollect.graphs.mgretrieval.graph import graph, round_kinds
 from recollect.graphs.registry import AllMethodsContext
-from tests.unit.helpers import run_graph
-from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted
-from tests.unit.test_mgretrieval import KW, SPEC, TEXTS, aux_model, main_model, recs
+from tests.helpers import run_graph
+from tests.methods.mgretrieval.fakes import FakeAux, ingest_scripted
+from tests.methods.mgretrieval.test_graph import KW, SPEC, TEXTS, aux_model, main_model, recs
 
 Q = "What did Ann say about apples?"
 

@@ -13,7 +13,7 @@ from recollect.eval.runner import draft_answer
 from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from tests.unit.helpers import make_conversation, run_graph
+from tests.helpers import make_conversation, run_graph
 
 REF = date(2023, 5, 25)  # a Thursday
 

@@ -14,7 +14,7 @@ from recollect.graphs.mragent.protocol import parse_reply
 from recollect.graphs.mragent.schemas import NavigateJSON
 from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import NamespaceError
-from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
+from tests.methods.mragent.fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
 ANSWER = {"mode": "answer", "answer": "Riverside shelter", "supports": ["D1:3-1", "D9:99"], "confidence": 0.9}

@@ -16,7 +16,7 @@ from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError
 from recollect.recall import RecollectRetriever, create_recall_tool
-from tests.unit.helpers import make_conversation
+from tests.helpers import make_conversation
 
 ALICE = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice")]], conv_id="conv-alice")
 BOB = make_conversation([[("Ann", "my cat is called Tiger"), ("Bob", "cool")]], conv_id="conv-bob")

@@ -14,7 +14,7 @@ from typing import Any
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
-from tests.unit.helpers import make_conversation
+from tests.helpers import make_conversation
 
 ID_LINE = re.compile(r"^\[(D\d+:\d+)\]", re.M)
 PAIR = re.compile(r"^\d+\. (.+?) -> (.+)$", re.M)

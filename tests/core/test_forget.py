@@ -14,7 +14,7 @@ from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.scripted import scripted
 from recollect.memory.workspace import NamespaceError, open_workspace
 from recollect.runner import ask, forget, history, sqlite_checkpointer
-from tests.unit.helpers import make_conversation
+from tests.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
 

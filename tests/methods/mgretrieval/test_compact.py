@@ -27,9 +27,9 @@ from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-from tests.unit.helpers import make_conversation
-from tests.unit.mgretrieval_fakes import FakeAux, call_kind, schema_of
-from tests.unit.test_mgretrieval_ingest import KEYWORDS, SESSIONS
+from tests.helpers import make_conversation
+from tests.methods.mgretrieval.fakes import FakeAux, call_kind, schema_of
+from tests.methods.mgretrieval.test_ingest import KEYWORDS, SESSIONS
 
 # Every keyword of a later session is shortlisted against all of V, so matches do not depend on the
 # test embedder's similarities.

@@ -28,8 +28,8 @@ from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO
-from tests.unit.helpers import make_conversation, run_graph
-from tests.unit.mgretrieval_fakes import FakeAux, ingest_scripted, schema_props
+from tests.helpers import make_conversation, run_graph
+from tests.methods.mgretrieval.fakes import FakeAux, ingest_scripted, schema_props
 
 TEXTS = [
     "alpha note about apples bananas cherries",

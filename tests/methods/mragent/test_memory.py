@@ -15,7 +15,7 @@ from recollect.graphs.mragent.graph import graph
 from recollect.graphs.mragent.seed import in_window, parse_window
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.usage import estimate_tokens
-from tests.unit.mragent_fakes import QuestionModel, ingest, ingest_model
+from tests.methods.mragent.fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
 SHELTER = "D1:3: Ann: At the Riverside shelter near my flat."

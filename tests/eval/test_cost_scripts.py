@@ -18,9 +18,9 @@ from recollect.graphs.mgretrieval.memory import DOC_TURN
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
-from tests.unit.helpers import make_conversation
-from tests.unit.mgretrieval_fakes import call_kind
-from tests.unit.mragent_fakes import SESSIONS as MRA_SESSIONS
+from tests.helpers import make_conversation
+from tests.methods.mgretrieval.fakes import call_kind
+from tests.methods.mragent.fakes import SESSIONS as MRA_SESSIONS
 
 # Session 1's second turn has no usable long word ("really" is a stopword): the fake names its speaker.
 MG_SESSIONS = [[("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob", "That is really cool!")],
