@@ -1,4 +1,4 @@
-"""Content-hash cache for ingestion-time LLM calls.
+"""Content-hash cache for ingestion-time LLM calls, and the one cached structured call.
 
 The key covers everything that can change the reply: namespace (so no cache crosses a namespace
 wall), method, call name, prompt-template hash, model, temperature and the canonical input.
@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+from recollect.llm.structured import StructuredResult, call_structured
 from recollect.memory.docstore import DocStore
 from recollect.prompts import prompt_hash
+
+T = TypeVar("T")
 
 
 def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:
@@ -44,3 +49,54 @@ class LLMCache:
 
     def put(self, key: str, value: Any) -> None:
         self.docs.cache_put(key, value)
+
+
+@dataclass
+class CachedCall(Generic[T]):
+    """A structured ingestion call, answered from the cache or the model."""
+
+    value: T | None
+    cached: bool
+    result: StructuredResult[T] | None = None  # the model's result when it was called (raw reply, usage)
+
+    @property
+    def error(self) -> str | None:
+        return None if self.value is not None else (self.result.error if self.result else "invalid reply")
+
+
+def cached_structured_call(
+    cache: LLMCache,
+    key: str,
+    model: Any,
+    messages: list,
+    schema: type[T],
+    *,
+    node: str,
+    method: str,
+    max_tokens: int | None,
+    report: Any,
+    legacy: Callable[[dict[str, Any]], Any] | None = None,
+) -> CachedCall[T]:
+    """The project's one cached structured call, used by every memory builder.
+
+    A hit makes no call and counts in `report.cached_calls`; a miss calls the model
+    (`call_structured`: one retry with the validation error) and counts its usage. Only a valid reply
+    is cached: a reply that failed (a weak model, a flaky endpoint) is asked again on the next ingest,
+    so a fallback memory never outlives a working model. `legacy` turns a cache entry written in a
+    method's older format into a reply dict (or None).
+    """
+    hit = cache.get(key)
+    if hit is not None:
+        value: Any = None
+        if hit.get("ok", True) and hit.get("value") is not None:
+            value = hit["value"]
+        elif legacy is not None:
+            value = legacy(hit)
+        if value is not None:
+            report.cached_calls += 1
+            return CachedCall(schema.model_validate(value), cached=True)
+    res = call_structured(model, messages, schema, node=node, method=method, max_tokens=max_tokens)
+    report.add_usage(res.usage)
+    if res.value is not None:
+        cache.put(key, {"ok": True, "value": res.value.model_dump()})
+    return CachedCall(res.value, cached=False, result=res)
