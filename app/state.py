@@ -50,6 +50,8 @@ class InputState(TypedDict, total=False):
 class OutputState(TypedDict, total=False):
     answer: str
     supports: list[str]
+    answer_before_rewrite: str | None
+    shown_turn_ids: list[str]
     evidence: list[str]
     gaps: list[str]
     masks: list[str]
@@ -76,10 +78,16 @@ class MemoryState(TypedDict):
     gaps: NotRequired[list[str]]
     critical_memories: NotRequired[list[dict[str, Any]]]
     masks: NotRequired[Annotated[list[str], union_ids]]
+    # every turn id whose text some prompt of this question showed the model, in first-shown order (the
+    # eval's evidence recall and the date step read it; each trace record also names its own)
+    shown_turn_ids: NotRequired[Annotated[list[str], union_ids]]
     retrieved: NotRequired[list[dict[str, Any]]]
     iteration: NotRequired[int]
     # answer
     draft_answer: NotRequired[str | None]
+    # the graph's answer before its final span rewrite (MRAgent's, MGRetrieval's, MemR3's optional one);
+    # None when no rewrite ran. The eval scores both to show what the rewrite did.
+    answer_before_rewrite: NotRequired[str | None]
     answer: NotRequired[str]
     supports: NotRequired[list[str]]
     # observability
