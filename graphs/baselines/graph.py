@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
+from recollect.budget import pack
 from recollect.graphs.baselines.settings import BaselineContext
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
@@ -31,8 +32,10 @@ from recollect.steps import (
 from recollect.trace import emit
 
 
-def _answer_from(state: MemoryState, ctx: BaselineContext, lines: list[str], shown: list[str], node: str) -> dict[str, Any]:
-    user = render_prompt("baselines", "answer", memories="\n".join(lines) or "(none)", question=state["question"])
+def _answer_from(state: MemoryState, ctx: BaselineContext, lines: list[str], shown: list[str],
+                 node: str) -> dict[str, Any]:
+    memories = "\n".join(lines) or "(none)"
+    user = render_prompt("baselines", "answer", memories=memories, question=state["question"])
     res = call_structured(get_chat_model(ctx), messages(None, user), AnswerReply, node=node,
                           method=ctx.structured_method, max_tokens=120)
     reply = res.value
@@ -61,6 +64,7 @@ def rag_retrieve(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[
     return {
         "retrieved": snippets,
         "masks": turn_ids,
+        "shown_turn_ids": turn_ids,
         "query": state["question"],
         "trace": emit("retrieve", query_text=state["question"], chunk_ids=[u.id for u in units],
                       turn_ids=turn_ids, shown_turn_ids=turn_ids),
@@ -69,7 +73,8 @@ def rag_retrieve(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[
 
 def rag_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     snippets = state.get("retrieved") or []
-    return _answer_from(state, runtime.context, [s["text"] for s in snippets], state.get("masks") or [], "rag")
+    lines = [s["text"] for s in snippets]
+    return _answer_from(state, runtime.context, lines, state.get("masks") or [], "rag")
 
 
 def full_context_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
@@ -77,26 +82,25 @@ def full_context_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -
     ws = workspace(ctx)
     ws.require_namespace(state["namespace"])
     turns = list(ws.turns(state["namespace"]).values())
-    budget = ctx.full_context_max_tokens - estimate_tokens(load_prompt("baselines", "answer") + state["question"])
-    kept: list[Any] = []
-    used = 0
-    for turn in reversed(turns):  # the newest turns win when everything does not fit
-        cost = estimate_tokens(turn.render())
-        if used + cost > budget:
-            break
-        kept.append(turn)
-        used += cost
-    kept.reverse()
+    fixed = estimate_tokens(load_prompt("baselines", "answer") + state["question"])
+    budget = ctx.full_context_max_tokens - fixed
+    # The newest turns win when everything does not fit: pack from the newest back, stop at the first
+    # turn that does not fit (no older turn after a gap), then show them in conversation order.
+    packed = pack(reversed(turns), budget, lambda turn: estimate_tokens(turn.render()))
+    kept = packed.kept[::-1]
     shown = [t.id for t in kept]
     context_record = emit("full_context", n_turns=len(turns), n_shown=len(kept),
-                          left_out=len(turns) - len(kept), prompt_tokens_est=used, shown_turn_ids=shown)
+                          left_out=len(turns) - len(kept), prompt_tokens_est=packed.used,
+                          shown_turn_ids=shown)
     update = _answer_from(state, ctx, [t.render() for t in kept], shown, "full_context")
     update["masks"] = shown
+    update["shown_turn_ids"] = shown
     update["trace"] = context_record + update["trace"]
     return update
 
 
-rag_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_schema=InputState, output_schema=OutputState)
+rag_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_schema=InputState,
+                         output_schema=OutputState)
 rag_builder.add_node("retrieve", rag_retrieve)
 rag_builder.add_node("answer", rag_answer)
 rag_builder.add_edge("retrieve", "answer")

@@ -1,4 +1,4 @@
-"""HyMem's two-granularity memory (specs/methods/hymem.md §2).
+"""HyMem's two-granularity memory (README.md in this folder, "What ingestion builds").
 
 - Level-2: one unit per session (`S<n>`): a date header, then one `[<dia_id>] <speaker>: <text>` line
   per turn. Stored with its ordered turn ids in the doc store (kind `hymem_session`).
@@ -21,9 +21,9 @@ session does not mark them all as summarised; the turns it drops get turn lines 
 Idempotent and incremental: a session whose content hash (session text, prompt-template hash, model,
 temperature, density, link cap) matches its stored doc is skipped with no LLM call and no embedding,
 unless it fell back to per-turn lines last time (then it is summarised again); otherwise the LLM reply
-is looked up in the content-hash cache first. Each session's docs are written in one transaction, and
-the session doc (the completion marker) is part of it, so a crash in the middle leaves the session
-unfinished and the next run redoes only that session.
+is looked up in the content-hash cache first (`recollect.llm.cache.cached_structured_call`). Each
+session's docs are written in one transaction, and the session doc (the completion marker) is part of
+it, so a crash in the middle leaves the session unfinished and the next run redoes only that session.
 """
 
 from __future__ import annotations
@@ -31,19 +31,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.graphs.hymem.settings import HyMemContext
-from recollect.llm.cache import LLMCache, cache_key
+from recollect.llm.cache import LLMCache, cache_key, cached_structured_call
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_name
-from recollect.llm.structured import call_structured, extract_json
+from recollect.llm.structured import extract_json
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
 from recollect.prompts import prompt_hash, render_prompt
@@ -236,30 +238,52 @@ def _sparse_items(raw: str) -> list[dict[str, Any]]:
         return []
 
 
+def _items(reply: SummaryReply) -> list[dict[str, Any]]:
+    return [i.model_dump() for i in reply.items]
+
+
+def _stored_reply(schema: type[SummaryReply]) -> Callable[[dict[str, Any]], SummaryReply]:
+    """Reads HyMem's cache entries, `{"items": [...]}`: the items exactly as the ingest that wrote them used.
+
+    They are not validated again, and the shared helper takes an instance of `schema` as it is: a reply
+    kept after a failed density retry has fewer items than `schema` allows, and cleaning cleaned turn
+    ids again is not always a no-op (`clean_id`), so validating would change or reject what was cached.
+    """
+
+    def read(hit: dict[str, Any]) -> SummaryReply:
+        items = [SummaryItem.model_construct(text=i.get("text", ""), turn_ids=i.get("turn_ids", []))
+                 for i in hit.get("items") or []]
+        return schema.model_construct(items=items)
+
+    return read
+
+
 def _summarise(ws: Workspace, namespace: str, session: Session, ctx: HyMemContext, text: str, report: Any,
-               cache: LLMCache, model: Any, name: str, temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
+               cache: LLMCache, model: Any, name: str,
+               temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
     """The session's raw items (cached or from one LLM call); returns (items, fallback, error)."""
     needed = min_items(len(session.turns), ctx)
     key = cache_key(namespace, METHOD, "summarise", name, temperature, {"session": text, "min_items": needed})
-    cached = cache.get(key)
-    if cached is not None:
-        report.cached_calls += 1
-        return list(cached.get("items") or []), False, ""
     prompt = render_prompt(METHOD, "summarise", session=text, n_turns=len(session.turns), min_items=needed)
-    from langchain_core.messages import HumanMessage
-
-    res = call_structured(model, [HumanMessage(content=prompt)], dense_reply(len(session.turns), needed),
-                          node="hymem_summarise", method=ctx.structured_method, max_tokens=SUMMARISE_MAX_TOKENS)
-    report.add_usage(res.usage)
-    if res.value is not None:
-        items = [i.model_dump() for i in res.value.items]
+    schema = dense_reply(len(session.turns), needed)
+    got = cached_structured_call(cache, key, model, [HumanMessage(content=prompt)], schema,
+                                 node="hymem_summarise", method=ctx.structured_method,
+                                 max_tokens=SUMMARISE_MAX_TOKENS, report=report, legacy=_stored_reply(schema))
+    if got.cached:
+        assert got.value is not None  # a hit always carries its reply
+        return _items(got.value), False, ""
+    if got.value is not None:
+        items = _items(got.value)
     else:
-        items = _sparse_items(res.raw)  # still too few after the retry: coarser, but a real summary
+        assert got.result is not None  # a miss always carries the model's result
+        items = _sparse_items(got.result.raw)  # still too few after the retry: coarser, but a real summary
         if not items:
-            return [], True, res.error or "invalid reply"
+            return [], True, got.error or "invalid reply"
         report.fallbacks.append(f"{session_id(session)}: {len(items)} item(s) after the density retry "
                                 f"(wanted {needed}); kept")
     # Only usable replies are cached; a session that fell back is summarised again on the next ingest.
+    # HyMem keeps its own entry (the items, replacing the helper's copy of a valid reply), read back
+    # as is by `_stored_reply`, so a re-ingest uses exactly the items this one did.
     cache.put(key, {"items": items})
     return items, False, ""
 

@@ -19,6 +19,8 @@ class MemR3State(MemoryState):
     memr3_decision: NotRequired[str | None]
     memr3_forced: NotRequired[str | None]
     memr3_decision_forced: NotRequired[bool]
+    # the latest router reply was unusable (the answer call's `when_thin` check reads it)
+    memr3_router_fallback: NotRequired[bool]
     memr3_reflect_streak: NotRequired[int]
     memr3_retrieval_attempts: NotRequired[int]
     memr3_reasoning: NotRequired[str | None]

@@ -1,4 +1,4 @@
-"""HyMem graph acceptance behaviours (specs/methods/hymem.md §7, items 2–13) with a scripted model.
+"""HyMem graph acceptance behaviours (graphs/hymem/README.md) with a scripted model.
 
 Each test names the behaviour it checks (`test_b<N>_…`). Replies are routed by the JSON schema the
 node asks for, so one fake answers every kind of call in any order (deep batches run concurrently).
@@ -373,6 +373,7 @@ def test_b12_answer_makes_no_call_and_supports_are_shown_links(ctx: AllMethodsCo
     assert out["answer"] == state["draft_answer"] == "Pixel"
     shown_links = {t for r in out["trace"] for t in r.get("shown_turn_ids") or ()}
     assert out["supports"] and set(out["supports"]) <= shown_links
+    assert set(out["shown_turn_ids"]) == shown_links  # the typed state key and the trace records agree
     last_light = records(out, "light")[-1]
     assert out["supports"] == last_light["shown_turn_ids"]
     assert [c["id"] for c in out["critical_memories"]] == out["supports"]

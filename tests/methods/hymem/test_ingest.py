@@ -1,4 +1,4 @@
-"""HyMem ingestion (specs/methods/hymem.md §2, acceptance behaviour 1) with a scripted model."""
+"""HyMem ingestion (graphs/hymem/README.md) with a scripted model."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.graphs.hymem.memory import SUMMARY_KIND, load_sessions, load_summaries, session_text
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
+from recollect.llm.cache import cache_key
+from recollect.llm.models import model_name
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
 from tests.helpers import make_conversation
@@ -153,6 +155,46 @@ def test_still_sparse_after_the_retry_keeps_the_items_and_is_not_redone(data_dir
     assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is False
     ingest(data_dir, model, LONG)
     assert len(model.calls) == 2  # a kept (coarse) summary is cached like any good one
+
+
+def summary_cache_key(model: ScriptedChatModel, sessions: list[list[tuple[str, str]]], min_items: int) -> str:
+    """The cache key of the first session's summary call (as `memory._summarise` builds it)."""
+    text = session_text(make_conversation(sessions).sessions[0])
+    return cache_key("ns", "hymem", "summarise", model_name(model), 0.0, {"session": text, "min_items": min_items})
+
+
+def test_the_cache_entry_is_the_items_the_ingest_used(data_dir: str) -> None:
+    model = ScriptedChatModel(default=one_item_unless_told)
+    ingest(data_dir, model, LONG)
+    entry = open_workspace(data_dir).docs.cache_get(summary_cache_key(model, LONG, 2))
+    assert entry == {"items": [{"text": f"{'Ann' if k % 2 else 'Bob'} said: event {k}: something about hobby number {k}",
+                                "turn_ids": [f"D1:{k}"]} for k in range(1, 9)]}
+
+
+def test_a_cached_sparse_reply_is_reused_when_only_the_links_change(data_dir: str) -> None:
+    """A reply kept after the density retry is cached and read back as it is, although it has fewer
+    items than the call's schema allows (a new link cap changes the session hash, not the cache key)."""
+    sparse = {"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:1", "D1:2"]}]}
+    model = ScriptedChatModel(default=sparse)
+    ingest(data_dir, model, LONG)
+    _, again = ingest(data_dir, model, LONG, hymem_max_turns_per_item=1)
+    assert len(model.calls) == 2 and again[-1].cached_calls == 1 and again[-1].llm_calls == 0
+    summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
+    assert summaries[0]["text"] == "Ann and Bob talked about hobbies" and len(summaries[0]["turn_ids"]) == 1
+    assert len(summaries) == 8  # the item keeps one turn; the other seven get turn lines
+
+
+def test_an_entry_in_hymems_cache_format_is_used_without_a_call(data_dir: str) -> None:
+    """`{"items": [...]}` (what HyMem has always cached) is reused as stored, a sparse one included."""
+    model = ScriptedChatModel(default="not json")
+    ws = open_workspace(data_dir)
+    ws.docs.cache_put(summary_cache_key(model, LONG, 2),
+                      {"items": [{"text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:3"]}]})
+    _, reports = ingest(data_dir, model, LONG)
+    assert not model.calls and reports[-1].cached_calls == 1
+    summaries = list(load_summaries(open_workspace(data_dir), "ns").values())
+    assert summaries[0] == {**summaries[0], "text": "Ann and Bob talked about hobbies", "turn_ids": ["D1:3"]}
+    assert load_sessions(open_workspace(data_dir), "ns")["S1"]["fallback"] is False
 
 
 def test_density_check_off_accepts_one_item(data_dir: str) -> None:

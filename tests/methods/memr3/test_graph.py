@@ -1,4 +1,4 @@
-"""MemR3 acceptance behaviours (specs/methods/memr3.md §7) with a scripted model."""
+"""MemR3 acceptance behaviours (graphs/memr3/README.md) with a scripted model."""
 
 from __future__ import annotations
 
@@ -207,9 +207,10 @@ def test_supports_are_cited_evidence_ids_within_masks(ctx: AllMethodsContext, mo
 
 def test_answer_fallback_uses_the_draft(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer", detailed_answer="Pixel the cat"), "???", "???"])
-    out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
+    out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
     assert out["answer"] == "Pixel the cat"
     assert out["trace"][-1].get("fallback") is True
+    assert state["memr3_router_fallback"] is False  # the router's reply was fine; the answer call's was not
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -320,6 +321,17 @@ def test_answer_comes_from_the_snippets_when_the_router_gave_no_evidence(ctx: Al
         assert "D1:1" in out["trace"][-1]["turns_shown"]
 
 
+def test_when_thin_shows_the_turns_after_an_unusable_last_router_reply(ctx: AllMethodsContext) -> None:
+    """The evidence cites a shown turn, but the last router reply could not be parsed: "when_thin"
+    then shows the turns too (the router's fallback is read from the typed state, not the trace)."""
+    model = scripted([route("retrieve", evidence=["[D1:1] Ann adopted Pixel"]), "not json", "{broken", ANSWER])
+    settings = {"memr3_max_iterations": 2, "memr3_answer_snippets": "when_thin"}
+    out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+    assert [r.get("fallback") for r in out["trace"] if r["node"] == "router"] == [None, True]
+    assert state["memr3_router_fallback"] is True and state["evidence"] == ["[D1:1] Ann adopted Pixel"]
+    assert out["trace"][-1]["thin_evidence"] is True and out["trace"][-1]["turns_shown"] is not None
+
+
 def test_turns_cited_in_earlier_evidence_are_shown_to_the_answer_call(ctx: AllMethodsContext) -> None:
     # the evidence cites D1:1 from the first retrieval; the second retrieval's snippets replace the first's
     model = scripted([route("retrieve", evidence=["[D1:1] Ann's cat"], retrieval_query="kayak"),
@@ -427,6 +439,7 @@ def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: AllMethodsContex
     assert out["answer"] == "24 April 2023" and out["supports"] == ["D1:1"]
     record = out["trace"][-1]
     assert record["node"] == "answer" and record["draft"] == "last week"
+    assert out["answer_before_rewrite"] == "last week"  # the typed state says what the trace says
     rewrite_prompt = model.prompts()[-1]
     assert "Draft answer: last week" in rewrite_prompt and "[D1:1] (10:00 am on 1 May, 2023)" in rewrite_prompt
     assert len(model.calls) == 3
@@ -434,6 +447,7 @@ def test_answer_rewrite_turns_the_answer_into_a_dated_span(ctx: AllMethodsContex
     none = scripted([route("answer"), {"answer": "No information available", "supports": []}])
     out, _ = run_graph(graph, with_model(ctx, none, memr3_answer_rewrite=True), "ns", Q)
     assert is_no_info(out["answer"]) and len(none.calls) == 2 and "draft" not in out["trace"][-1]
+    assert out["answer_before_rewrite"] is None
 
 
 def test_a_rewrite_that_drops_the_answer_keeps_it(ctx: AllMethodsContext) -> None:

@@ -1,0 +1,54 @@
+"""What HyMem's query-time nodes share: the Level-1 search, the line forms the prompts show, the
+memory pool line and the round counter (README.md in this folder, "Nodes")."""
+
+from __future__ import annotations
+
+from recollect.graphs.hymem.memory import summary_index
+from recollect.graphs.hymem.settings import HyMemContext
+from recollect.graphs.hymem.state import HyMemState
+from recollect.memory.vectors import Unit
+from recollect.prompts import load_prompt
+from recollect.steps import workspace
+
+EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem builder)"
+
+
+def top_summaries(ctx: HyMemContext, namespace: str, query: str, n: int) -> list[Unit]:
+    """The top-n Level-1 summaries by cosine to `query`; ties keep corpus order.
+
+    Over-fetching first makes the cut deterministic: the vector store breaks ties at its n-th
+    result arbitrarily, and scores are rounded so float32 noise does not reorder equal texts.
+    """
+    if n <= 0:
+        return []
+    index = summary_index(workspace(ctx), namespace)
+    units = index.query(query, n + max(n, 10))
+    return sorted(units, key=lambda u: (-round(u.score, 5), u.metadata.get("order", 0)))[:n]
+
+
+def summary_line(u: Unit) -> str:
+    return f"time: {u.metadata.get('date', 'unknown date')}, {u.text}"
+
+
+def numbered(i: int, u: Unit) -> str:
+    """A summary line with the index the light and selection replies cite it by."""
+    return f"id: {i}, {summary_line(u)}"
+
+
+def answer_style(ctx: HyMemContext, module: str) -> str:
+    """The answer-form instruction for `light` or `deep` (hymem_answer_style)."""
+    return load_prompt("hymem", f"style_{module}_{ctx.hymem_answer_style}")
+
+
+def pool_line(draft: str | None) -> list[str]:
+    """The memory pool: the previous answer, shown to the next answer call (none before a draft exists)."""
+    return [f"previous answer: {draft}"] if draft else []
+
+
+def turns_of(units: list[Unit]) -> list[str]:
+    """The turn ids the units link to, first-seen order, no repeats."""
+    return list(dict.fromkeys(t for u in units for t in u.turn_ids))
+
+
+def round_of(state: HyMemState) -> int:
+    return int(state.get("iteration") or 0)

@@ -1,0 +1,129 @@
+"""MemR3's answer call: a short answer from the evidence, the router's draft and (by default) the
+turns behind them, with supports among the shown turns (README.md in this folder, "Nodes").
+
+Three settings make the answer rest on what the loop saw rather than only on the router's notes
+(each one value away from the spec): `memr3_answer_snippets` shows the answer call the turns,
+`memr3_keep_cited_evidence` (in the router) keeps cited evidence the router dropped, and
+`memr3_prefer_grounded_draft` keeps a grounded draft over "No information available".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
+from recollect.budget import pack
+from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.graphs.memr3.settings import MemR3Context
+from recollect.graphs.memr3.state import MemR3State
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.prompts import load_prompt, render_prompt
+from recollect.steps import (
+    NO_INFO,
+    AnswerReply,
+    bullets,
+    clean_answer,
+    critical_from_turns,
+    grounded_in,
+    grounded_supports,
+    is_no_info,
+    messages,
+    workspace,
+)
+from recollect.trace import emit
+
+
+def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
+                 budget: int) -> list[tuple[list[str], str]]:
+    """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them.
+
+    Both stop at the first one that does not fit `budget`; the best snippet is always shown.
+    """
+    snippets = pack(state.get("memr3_snippets") or [], budget, lambda s: estimate_tokens(s["text"]),
+                    keep_first=True)
+    out: list[tuple[list[str], str]] = [(list(s["turn_ids"]), s["text"]) for s in snippets.kept]
+    in_snippets = {t for ids, _ in out for t in ids}
+    missing = [t for t in evidence_ids if t not in in_snippets]
+    # A foreign retriever has no turn store: its turn text survives only in the evidence bullets.
+    turns = workspace(ctx).turns(state["namespace"]) if missing and ctx.retriever is None else {}
+    lines = [(tid, turn.render()) for tid in missing if (turn := turns.get(tid)) is not None]
+    cited = pack(lines, budget, lambda line: estimate_tokens(line[1]), used=snippets.used)
+    return out + [([tid], line) for tid, line in cited.kept]
+
+
+def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    question = state["question"]
+    evidence = list(state.get("evidence") or [])
+    draft = clean_answer(state.get("draft_answer"))
+    masks = list(state.get("masks") or [])
+    matcher = TurnIdMatcher(masks)
+    evidence_ids = matcher.find(evidence)
+
+    mode = ctx.memr3_answer_snippets
+    thin = not evidence_ids or bool(state.get("memr3_router_fallback"))
+    show_turns = mode == "always" or (mode == "when_thin" and thin)
+    values = {"question": question, "evidence": bullets(evidence), "draft": draft or "(none)"}
+    shown: list[tuple[list[str], str]] = []
+    if show_turns:
+        fixed = estimate_tokens(load_prompt("memr3", "answer_turns") + "".join(values.values())) + 150
+        shown = answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
+        turns = "\n".join(t for _, t in shown) or "(none)"
+        user = render_prompt("memr3", "answer_turns", turns=turns, **values)
+    else:
+        user = render_prompt("memr3", "answer", **values)
+    res = call_structured(
+        get_chat_model(ctx), messages(None, user), AnswerReply, node="answer",
+        method=ctx.structured_method, max_tokens=120,
+    )
+    reply = res.value
+    replied = clean_answer(reply.answer) if reply else ""
+    snippet_texts = [s["text"] for s in state.get("memr3_snippets") or []]
+    if reply is not None and not is_no_info(replied):
+        text, source = replied, "answer call"
+    elif reply is not None and ctx.memr3_prefer_grounded_draft and draft and not is_no_info(draft) \
+            and grounded_in(draft, evidence + snippet_texts + [t for _, t in shown]):
+        text, source = draft, "grounded draft (the answer call found no answer)"
+    elif reply is not None:
+        text, source = NO_INFO, "answer call"
+    else:  # spec fallback: the draft, else the reply's own text unless it is only JSON
+        raw = clean_answer(res.raw)
+        candidates = ((draft, "draft"), (raw, "raw reply"))
+        text, source = next(((t, f) for t, f in candidates if t and not is_no_info(t)), (NO_INFO, "no info"))
+
+    shown_ids = [t for ids, _ in shown for t in ids]
+    citable = set(evidence_ids) | set(shown_ids)
+    chosen = [i for i in matcher.resolve(reply.supports if reply else []) if i in citable] or evidence_ids
+    supports = list(chosen)
+    grounded = not supports
+    if grounded:  # our addition: no usable citation, so fall back to shown turns containing the answer
+        supports = grounded_supports(ctx, state["namespace"], text, masks)
+    # A foreign retriever has no turn store: the snippet, or the evidence bullet citing a turn, is its text.
+    texts = {t: b for b in reversed(evidence) for t in matcher.find(b)}
+    texts.update({t: s["text"] for s in state.get("memr3_snippets") or [] for t in s["turn_ids"]})
+    critical = critical_from_turns(ctx, state["namespace"], supports, fallback=texts)
+    update: dict[str, Any] = {}
+    usage, rewrite_note = res.usage, {}
+    if ctx.memr3_answer_rewrite and not is_no_info(text):
+        # Our addition (false = spec): the span rewrite MRAgent and MGRetrieval end with, shown the
+        # turns the answer rests on with their dates, so "last week" or "2023-05-25" becomes a date.
+        rewritten = rewrite_answer(ctx, question, text, critical[:REWRITE_MEMORIES], node="rewrite_answer")
+        usage = merge_usage(usage, rewritten.usage)
+        rewrite_note = rewritten.trace_fields(text)
+        update["answer_before_rewrite"] = text  # the eval scores both, to show what the rewrite did
+        text = rewritten.answer
+    return {
+        **update,
+        "answer": text,
+        "supports": supports,
+        "critical_memories": critical,
+        "usage": usage,
+        "trace": emit("answer", answer=text, answer_from=source, supports=supports, **rewrite_note,
+                      turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
+                      supports_from="answer text found in shown turns" if grounded and supports else None,
+                      **(res.failure_note() if not reply else {})),
+    }

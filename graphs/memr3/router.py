@@ -1,0 +1,191 @@
+"""MemR3's router: the one LLM decision per iteration (retrieve, reflect or answer), with the
+evidence–gap tracker it rewrites (README.md in this folder, "Nodes").
+
+Budgets (iteration cap, retrieval-opportunity check) are enforced here, in code, and announced to
+the model through the decision directive and the JSON schema's enum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, create_model, field_validator
+
+from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.graphs.memr3.nodes import opportunity
+from recollect.graphs.memr3.settings import MemR3Context
+from recollect.graphs.memr3.state import MemR3State
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.prompts import load_prompt, render_prompt
+from recollect.steps import bullets, messages
+from recollect.trace import emit
+
+DECISIONS = ("retrieve", "reflect", "answer")
+# Dropped evidence bullets carried over per router call (memr3_keep_cited_evidence): the schema lets
+# the router write 6, so the tracker stays within about twice the spec's size.
+MAX_CARRIED_EVIDENCE = 6
+
+
+def _list_cap(items: int, chars: int) -> dict[str, Any]:
+    return {"maxItems": items, "items": {"type": "string", "maxLength": chars}}
+
+
+def _text_cap(chars: int) -> Any:
+    """maxLength on the string branch of an optional string (a grammar ignores it beside `anyOf`)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["maxLength"] = chars
+
+    return extra
+
+
+class RouterReply(BaseModel):
+    """The router's JSON. Lenient on shape: the graph, not the schema, enforces decisions."""
+
+    # The length caps only shape the schema sent to the endpoint (a grammar on llama.cpp): a small model
+    # otherwise fills an optional field it was told to skip with a repeating loop until max_tokens
+    # (measured: a 400-token "reasoning" loop on an answer decision, 84 s of CPU time). Validation
+    # does not enforce them.
+    evidence: list[str] = Field(default_factory=list, json_schema_extra=_list_cap(6, 300))
+    gaps: list[str] = Field(default_factory=list, json_schema_extra=_list_cap(6, 200))
+    decision: str
+    retrieval_query: str | None = Field(default=None, json_schema_extra=_text_cap(200))
+    detailed_answer: str | None = Field(default=None, json_schema_extra=_text_cap(300))
+    reasoning: str | None = Field(default=None, json_schema_extra=_text_cap(300))
+
+    @field_validator("evidence", "gaps", mode="before")
+    @classmethod
+    def _lines(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        if isinstance(v, str):
+            v = v.splitlines()
+        if isinstance(v, list):
+            out = [str(x).strip().lstrip("-• ").strip() for x in v if x is not None]
+            return [x for x in out if x and x.lower() not in ("none", "n/a", "[]")]
+        return v
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _decision(cls, v: Any) -> Any:
+        return "" if v is None else str(v).strip().lower()
+
+    @field_validator("retrieval_query", "detailed_answer", "reasoning", mode="before")
+    @classmethod
+    def _opt_text(cls, v: Any) -> Any:
+        if v is None or isinstance(v, str):
+            return v
+        return str(v)
+
+
+def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
+    """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint)."""
+    return create_model(  # type: ignore[call-overload]
+        "RouterDecision",
+        __base__=RouterReply,
+        decision=(str, Field(json_schema_extra={"enum": list(allowed)})),
+    )
+
+
+_SCHEMAS = {a: router_schema(a) for a in [DECISIONS, *((d,) for d in DECISIONS)]}
+
+
+def _snippet_lines(snippets: list[dict[str, Any]]) -> str:
+    return "\n".join(s["text"] for s in snippets) if snippets else "(no new snippets)"
+
+
+def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
+    """Old bullets citing a shown turn that no new bullet cites (the router dropped them), newest kept."""
+    matcher = TurnIdMatcher(masks)
+    covered = set(matcher.find(new))
+    carried = [b for b in old if b not in new and (ids := matcher.find(b)) and not set(ids) <= covered]
+    return carried[:MAX_CARRIED_EVIDENCE]
+
+
+def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
+    ctx = runtime.context
+    iteration = state.get("iteration", 0)
+    budget_call = iteration + 1 >= ctx.memr3_max_iterations
+    forced = "answer" if budget_call else state.get("memr3_forced")
+    allowed = (forced,) if forced else DECISIONS
+    directive = (
+        render_prompt("memr3", "directive_forced", decision=forced) if forced
+        else load_prompt("memr3", "directive_normal")
+    )
+    queries = state.get("memr3_queries") or []
+    user = render_prompt(
+        "memr3",
+        "router_user",
+        question=state["question"],
+        evidence=bullets(state.get("evidence") or []),
+        gaps=bullets(state.get("gaps") or []),
+        snippets=_snippet_lines(state.get("memr3_snippets") or []),
+        reasoning=state.get("memr3_reasoning") or "(none)",
+        prior_query=queries[-1] if queries else "(none)",
+    )
+    system = render_prompt("memr3", "router_system", directive=directive)
+    res = call_structured(
+        get_chat_model(ctx), messages(system, user), _SCHEMAS[allowed], node="router",
+        method=ctx.structured_method, max_tokens=400,
+    )
+
+    evidence = list(state.get("evidence") or [])
+    gaps = list(state.get("gaps") or [])
+    reply = res.value
+    note: dict[str, Any] = {}
+    carried: list[str] = []
+    if reply is not None:
+        if ctx.memr3_keep_cited_evidence:
+            carried = _carry_cited(evidence, reply.evidence, state.get("masks") or [])
+        evidence, gaps = reply.evidence + carried, reply.gaps
+        decision = reply.decision if reply.decision in DECISIONS else "reflect"
+        if reply.decision not in DECISIONS:
+            note["unknown_decision"] = reply.decision
+    else:
+        decision = "retrieve" if opportunity(state, ctx) else "answer"
+        note = res.failure_note()
+    if forced:  # on the budget call `forced` is "answer", so the iteration cap needs no second check
+        decision = forced
+
+    update: dict[str, Any] = {
+        "iteration": iteration + 1,
+        "evidence": evidence,
+        "gaps": gaps,
+        "memr3_decision": decision,
+        "memr3_forced": None,
+        "memr3_decision_forced": forced is not None,
+        "memr3_router_fallback": reply is None,
+        "memr3_tracker": [
+            {"iteration": iteration + 1, "decision": decision, "evidence": evidence, "gaps": gaps}
+        ],
+        "usage": res.usage,
+    }
+    if decision == "retrieve":
+        update["query"] = (reply.retrieval_query or "").strip() if reply else ""
+    if decision == "answer":
+        update["draft_answer"] = (reply.detailed_answer or "").strip() if reply else state.get("draft_answer")
+    if decision == "reflect":
+        update["memr3_reasoning"] = (reply.reasoning or "").strip() if reply else None
+        update["memr3_reflect_streak"] = state.get("memr3_reflect_streak", 0) + 1
+    else:
+        update["memr3_reasoning"] = None
+        update["memr3_reflect_streak"] = 0
+    update["trace"] = emit(
+        "router",
+        iteration=iteration + 1,
+        decision=decision,
+        forced=forced,
+        model_decision=reply.decision if reply else None,
+        query=update.get("query"),
+        evidence=evidence,
+        gaps=gaps,
+        n_evidence=len(evidence),
+        n_gaps=len(gaps),
+        carried_evidence=carried,
+        **note,
+    )
+    return update
