@@ -63,7 +63,7 @@ _WORD = re.compile(r"[A-Za-z]{5,}")
 def _keywords(speaker: str, text: str) -> list[str]:
     """The fake K_i of a turn: its first long words that are usable keywords, else its speaker's name
     (a real model names someone too), so K_i is never empty and the builder never falls back."""
-    from recollect.graphs.mgretrieval.memory import normalise_keyword, usable_keyword
+    from recollect.graphs.mgretrieval.vocabulary import normalise_keyword, usable_keyword
 
     return ([w for w in _WORD.findall(text) if usable_keyword(normalise_keyword(w))] or [speaker])[:4]
 
@@ -98,7 +98,7 @@ def _tokens(u: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from recollect.graphs.mgretrieval.memory import KeywordVocabulary, session_records
+    from recollect.graphs.mgretrieval.vocabulary import KeywordVocabulary, session_records
     from recollect.ingestion import ingest_conversation
     from recollect.runner import ask
 

@@ -6,9 +6,28 @@ Every key is optional and per question: a new question on a thread resets it (se
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+import operator
+from typing import Annotated, Any, Literal, NotRequired
 
-from recollect.state import MemoryState
+from typing_extensions import TypedDict
+
+from recollect.state import MemoryState, OutputState
+
+
+class RoundEntry(TypedDict):
+    """One entry of `mg_round_log`: what a round's node did, as the eval counts it (`metrics.round_kinds`).
+
+    `retrieve_round` writes one per round it ran (a round that found nothing writes none) with the
+    three round fields; `assess` writes one per assessed round with `grounded` (None when the
+    grounding check did not run).
+    """
+
+    node: Literal["retrieve_round", "assess"]
+    round: int
+    speaker_only: NotRequired[bool]  # the round's group was made only of speaker names
+    cap_truncated: NotRequired[bool]  # `mg_max_new_per_round` cut the group's new memories
+    n_filled: NotRequired[int]  # turns shown by dense fill (`mg_dense_fill`)
+    grounded: NotRequired[bool | None]  # the grounding check of a "sufficient" reply (`mg_assess_grounding`)
 
 
 class MGRetrievalState(MemoryState):
@@ -21,3 +40,12 @@ class MGRetrievalState(MemoryState):
     mg_new_memories: NotRequired[list[dict[str, Any]]]
     mg_sufficient: NotRequired[bool]
     mg_exhausted: NotRequired[bool]
+    # Appended to by each round's nodes; typed so the eval need not search the trace for them.
+    mg_round_log: NotRequired[Annotated[list[RoundEntry], operator.add]]
+
+
+class MGRetrievalOutput(OutputState, total=False):
+    """The graph's output: the shared keys plus `mg_round_log`, which the eval reads from a run's
+    final values (`recollect.runner.ask` returns only the output keys)."""
+
+    mg_round_log: Annotated[list[RoundEntry], operator.add]

@@ -11,18 +11,16 @@ import pytest
 from pydantic import ValidationError
 
 from recollect.dialogue.models import Turn
-from recollect.graphs.mgretrieval.memory import (
-    DOC_TURN,
+from recollect.graphs.mgretrieval.ingest_replies import (
     ExtractionReply,
-    KeywordVocabulary,
     MatchReply,
     compact_extraction_model,
     compact_match_model,
     resolve_entry,
     resolve_turn,
-    session_records,
-    settings_fingerprint,
 )
+from recollect.graphs.mgretrieval.memory import settings_fingerprint
+from recollect.graphs.mgretrieval.vocabulary import DOC_TURN, KeywordVocabulary, session_records
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel

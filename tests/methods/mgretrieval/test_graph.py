@@ -1,4 +1,4 @@
-"""MGRetrieval graph: acceptance behaviours of specs/methods/mgretrieval.md §7.4–7.14 (scripted models).
+"""MGRetrieval graph: acceptance behaviours of graphs/mgretrieval/README.md (scripted models).
 
 The vocabulary is built through the real builder with a fake aux model that "extracts" fixed
 keywords per turn, so Φ is known exactly:
@@ -10,7 +10,7 @@ With Q = [apple, banana, cherry] the pyramid is
     L3 {a,b,c}={1} · L2 {a,b}={1,2,3}, {a,c}={1,4}, {b,c}={1} · L1 a(5), b(4), c(4).
 
 These tests run with `SPEC`, the retrieval-round improvements at their spec values; the improvements
-themselves are tested in test_mgretrieval_retrieval.py.
+themselves are tested in test_retrieval.py.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from recollect.graphs.mgretrieval.graph import graph
-from recollect.graphs.mgretrieval.memory import KeywordPyramid, KeywordVocabulary
+from recollect.graphs.mgretrieval.pyramid import KeywordPyramid
+from recollect.graphs.mgretrieval.vocabulary import KeywordVocabulary
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
-from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO
 from tests.helpers import make_conversation, run_graph
 from tests.methods.mgretrieval.fakes import FakeAux, ingest_scripted, schema_props
@@ -386,18 +386,3 @@ def test_answer_without_critical_ids_keeps_the_memories_that_contain_it(data_dir
     assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
     assess = next(r for r in out["trace"] if r["node"] == "assess")
     assert assess["critical_from"].startswith("memories containing the answer")
-
-
-@pytest.mark.parametrize(("name", "data_marker"), [("select_keywords", "Candidate keywords:"),
-                                                    ("assess", "Key memories kept")])
-def test_question_time_prompts_put_the_instructions_first(name: str, data_marker: str) -> None:
-    """Static first, question last: two questions' calls of a kind share everything before the per-call
-    data, so the server's prefix cache reuses the instructions from one call to the next."""
-    def render(question: str, memory: str) -> str:
-        return render_prompt("mgretrieval", name, question=question, candidates=f"1. {memory}", depth=3,
-                             previous_answer="(none yet)", critical="(none)", new=f"[D1:1] {memory}", max_critical=5)
-
-    a, b = render("Where did Ann find Pixel?", "shelter"), render("What does Bob carve?", "wooden birds")
-    static = a[: a.index(data_marker)]
-    assert b.startswith(static) and "Reply with one JSON object" in static
-    assert "Where did Ann find Pixel?" not in static and a.rindex("Question:") > a.index(data_marker)

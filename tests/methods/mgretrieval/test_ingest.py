@@ -1,4 +1,4 @@
-"""MGRetrieval ingestion (specs/methods/mgretrieval.md §2 and §7.1–7.3) with a scripted aux model."""
+"""MGRetrieval ingestion (graphs/mgretrieval/README.md) with a scripted aux model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from recollect.dialogue.models import Turn
-from recollect.graphs.mgretrieval.memory import (
+from recollect.graphs.mgretrieval.vocabulary import (
     DOC_TURN,
     KeywordVocabulary,
     fallback_keywords,
@@ -17,10 +17,13 @@ from recollect.graphs.mgretrieval.memory import (
 )
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
+from recollect.llm.cache import LLMCache
 from recollect.llm.scripted import ScriptedChatModel
+from recollect.llm.usage import estimate_tokens
 from recollect.memory.workspace import open_workspace
+from recollect.prompts import load_prompt
 from tests.helpers import make_conversation
-from tests.methods.mgretrieval.fakes import FakeAux
+from tests.methods.mgretrieval.fakes import ID_LINE, PAIR, FakeAux, call_kind, ingest_scripted
 
 SESSIONS = [
     [("Ann", "I went hiking in the Alps with my sister Clara"), ("Bob", "I bought a red kayak")],
@@ -39,7 +42,7 @@ KEYWORDS: dict[str, list[str]] = {
 
 
 def ctx_for(data_dir: str, aux: FakeAux, **kw: Any) -> AllMethodsContext:
-    return AllMethodsContext(data_dir=data_dir, chat_model=aux.model, **kw)
+    return AllMethodsContext(data_dir=data_dir, **{"chat_model": aux.model, **kw})
 
 
 def test_normalisation() -> None:
@@ -208,3 +211,67 @@ def test_lenient_extraction_shapes(data_dir: str, reply: dict[str, Any]) -> None
     ingest_conversation(make_conversation(SESSIONS[:1]), "ns", AllMethodsContext(data_dir=data_dir, chat_model=model), methods=["mgretrieval"])
     vocab = KeywordVocabulary.load(open_workspace(data_dir), "ns")
     assert vocab.memories("alps") == ["D1:1"] and vocab.memories("clara") == ["D1:1"]
+
+
+# --- prompt budget and the LLM cache ----------------------------------------------------------------
+
+
+def test_a_session_over_the_prompt_budget_is_split_into_extraction_calls(data_dir: str) -> None:
+    """Room for one turn line per call: every turn is its own extraction call, in order, and each still
+    gets the model's keywords (no fallback)."""
+    template = estimate_tokens(load_prompt("mgretrieval", "extract_keywords"))
+    aux = FakeAux(KEYWORDS)
+    ingest_scripted(data_dir, SESSIONS, aux, mg_ingest_format="json", max_prompt_tokens=template + 100 + 1)
+    calls = [c for c in aux.model.calls if call_kind(c["kwargs"]) == "turns"]
+    assert [ID_LINE.findall(str(c["messages"][-1].content)) for c in calls] == [[t] for t in KEYWORDS]
+    turns = open_workspace(data_dir).docs.items("ns", DOC_TURN)
+    assert turns["D1:1"]["keywords"][:3] == ["hiking", "alps", "clara"]
+
+
+def test_matching_candidates_over_the_prompt_budget_are_split_into_calls(data_dir: str) -> None:
+    template = estimate_tokens(load_prompt("mgretrieval", "match_vocabulary"))
+    aux = FakeAux(KEYWORDS, {"hike": "hiking"})
+    # every extraction fits one call; a matching call has room for one candidate line
+    ingest_scripted(data_dir, SESSIONS, aux, mg_ingest_format="json", mg_match_min_sim=-1.0,
+                    max_prompt_tokens=template + 100 + 1)
+    matching = [c for c in aux.model.calls if call_kind(c["kwargs"]) == "matches"]
+    listings = [PAIR.findall(str(c["messages"][-1].content)) for c in matching]
+    assert len(listings) > 1 and all(len(pairs) == 1 for pairs in listings)
+    assert KeywordVocabulary.load(open_workspace(data_dir), "ns").memories("hiking") == ["D1:1", "D3:1"]
+
+
+def test_a_failed_call_is_asked_again_when_its_session_is_replayed(data_dir: str) -> None:
+    """Only valid replies are cached: a session replayed after an earlier one changed asks the model
+    again for a call that failed before, instead of keeping its fallback keywords."""
+    aux = FakeAux(KEYWORDS)
+
+    def fails_in_session_2(messages: list[Any], kwargs: dict[str, Any]) -> Any:
+        if call_kind(kwargs) == "turns" and "2 May" in str(messages[0].content):  # the retry too
+            return "not json"
+        return aux.reply(messages, kwargs)
+
+    flaky = ScriptedChatModel(default=fails_in_session_2)
+    ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx_for(data_dir, aux, chat_model=flaky),
+                        methods=["mgretrieval"])
+    assert session_records(open_workspace(data_dir), "ns")[1]["fallback_turns"] == ["D2:1", "D2:2"]
+
+    changed = [[("Ann", "I went hiking in the Alps with Clara"), SESSIONS[0][1]], SESSIONS[1]]
+    ingest_conversation(make_conversation(changed), "ns", ctx_for(data_dir, aux), methods=["mgretrieval"])
+    assert aux.count("turns") == 2  # session 1 changed, session 2 failed before: both asked
+    assert session_records(open_workspace(data_dir), "ns")[1]["fallback_turns"] == []
+
+
+def test_replies_cached_in_the_old_format_are_reused(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries written before the shared cached call ({"value", "error"}) still answer without a call."""
+    monkeypatch.setattr(LLMCache, "put", lambda self, key, value: self.docs.cache_put(
+        key, {"value": value["value"], "error": None}))
+    aux = FakeAux(KEYWORDS)
+    ingest_conversation(make_conversation(SESSIONS[:2]), "ns", ctx_for(data_dir, aux),
+                        methods=["mgretrieval"])
+    before = aux.count("turns")
+    changed = [[("Ann", "I went hiking in the Alps with Clara"), SESSIONS[0][1]], SESSIONS[1]]
+    report = ingest_conversation(make_conversation(changed), "ns", ctx_for(data_dir, aux),
+                                 methods=["mgretrieval"])[-1]
+    assert aux.count("turns") == before + 1  # only the changed session 1; session 2 from the old entry
+    assert report.cached_calls >= 1
+    assert report.fallbacks == ["replayed from session position 0 (stored sessions changed)"]

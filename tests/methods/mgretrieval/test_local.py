@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from recollect.dialogue.loaders import load_conversation
-from recollect.graphs.mgretrieval.memory import KeywordVocabulary
+from recollect.graphs.mgretrieval.vocabulary import KeywordVocabulary
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace

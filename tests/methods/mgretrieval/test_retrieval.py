@@ -1,6 +1,6 @@
 """MGRetrieval's retrieval-round improvements (docs/mgretrieval.md "Retrieval rounds"), scripted models.
 
-Same fixture as test_mgretrieval.py (8 turns by Ann, Φ known exactly):
+Same fixture as test_graph.py (8 turns by Ann, Φ known exactly):
 
     apple  → D1:1 D1:2 D1:3 D1:4 D1:5      banana → D1:1 D1:2 D1:3 D1:6
     cherry → D1:1 D1:4 D1:7 D1:8           fig, grape → D1:8
@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from recollect.graphs.mgretrieval.graph import graph, round_kinds
+from recollect.graphs.mgretrieval.graph import graph
+from recollect.graphs.mgretrieval.metrics import round_kinds
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
@@ -85,7 +86,7 @@ def test_ungrounded_sufficient_in_round_one_goes_on_to_a_second_round(data: str)
     assert (a1["claimed_sufficient"], a1["grounded"], a1["sufficient"], a1["decision"]) == (True, False, False, "continue")
     assert a1["why_not_sufficient"] == "the answer is not found in the memories shown"
     assert len(main.assess_prompts) == 3 == state["iteration"]  # {a,b}, {a}, {b}: never grounded, pyramid exhausted
-    assert round_kinds(out["trace"])["mg_ungrounded_sufficient_rounds"] == 3
+    assert round_kinds(out)["mg_ungrounded_sufficient_rounds"] == 3
 
 
 def test_grounded_sufficient_stops_after_round_one(data: str) -> None:
@@ -95,7 +96,7 @@ def test_grounded_sufficient_stops_after_round_one(data: str) -> None:
     a1 = recs(out["trace"], "assess")[0]
     assert (a1["grounded"], a1["sufficient"], a1["decision"]) == (True, True, "sufficient")
     assert out["answer"] == "Final" and out["supports"] == ["D1:2"]
-    assert round_kinds(out["trace"])["mg_ungrounded_sufficient_rounds"] == 0
+    assert round_kinds(out)["mg_ungrounded_sufficient_rounds"] == 0
 
 
 def test_an_answer_found_in_a_kept_memory_is_grounded(data: str) -> None:
@@ -146,7 +147,7 @@ def test_a_two_turn_group_is_topped_up_with_dense_neighbours_that_are_then_maske
     assert set(new_part(main.assess_prompts[0])) == set(r1["new_ids"])  # shown as new memories
     assert not set(r2["new_ids"]) & set(r1["new_ids"])  # masked: never shown as new again
     assert set(r1["new_ids"]) <= set(state["masks"])
-    assert round_kinds(out["trace"])["mg_filled_turns"] == r1["n_filled"] + r2["n_filled"]
+    assert round_kinds(out)["mg_filled_turns"] == r1["n_filled"] + r2["n_filled"]
 
 
 def test_fill_zero_shows_only_the_group(data: str) -> None:

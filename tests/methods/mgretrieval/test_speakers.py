@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from recollect.eval.report import _keyword_round_lines, summarize_method
-from recollect.graphs.mgretrieval.graph import graph, round_kinds
+from recollect.graphs.mgretrieval.graph import graph
+from recollect.graphs.mgretrieval.metrics import round_kinds
 from recollect.graphs.registry import AllMethodsContext
 from tests.helpers import run_graph
 from tests.methods.mgretrieval.fakes import FakeAux, ingest_scripted
@@ -41,8 +42,8 @@ def test_spec_order_marks_the_speaker_round_and_counts_it(ann_data: str) -> None
     rounds = recs(out["trace"], "retrieve_round")
     assert [(r["keywords"], r["speaker_only"], r["cap_truncated"]) for r in rounds] == [
         (["ann", "apple"], False, True), (["ann"], True, True)]
-    assert round_kinds(out["trace"]) == {"mg_rounds": 2, "mg_speaker_only_rounds": 1, "mg_cap_truncated_rounds": 2,
-                                         "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
+    assert round_kinds(out) == {"mg_rounds": 2, "mg_speaker_only_rounds": 1, "mg_cap_truncated_rounds": 2,
+                                "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
 
 
 def test_speaker_groups_last_gives_the_round_to_the_content_keyword(ann_data: str) -> None:
@@ -51,15 +52,15 @@ def test_speaker_groups_last_gives_the_round_to_the_content_keyword(ann_data: st
     rounds = recs(out["trace"], "retrieve_round")
     assert [r["keywords"] for r in rounds] == [["ann", "apple"], ["apple"]]
     assert set(rounds[1]["new_ids"]) <= {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"}  # apple turns, not any of Ann's
-    assert round_kinds(out["trace"])["mg_speaker_only_rounds"] == 0
+    assert round_kinds(out)["mg_speaker_only_rounds"] == 0
     assert recs(out["trace"], "build_pyramid")[0]["speaker_only_groups"] == 1
 
 
 def test_uncapped_round_is_not_marked_truncated(ann_data: str) -> None:
     ctx = AllMethodsContext(data_dir=ann_data, chat_model=main_model(True), aux_chat_model=aux_model(["apple", "cherry"]), **SPEC)
     out, _ = run_graph(graph, ctx, "ns", Q)
-    assert round_kinds(out["trace"]) == {"mg_rounds": 1, "mg_speaker_only_rounds": 0, "mg_cap_truncated_rounds": 0,
-                                         "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
+    assert round_kinds(out) == {"mg_rounds": 1, "mg_speaker_only_rounds": 0, "mg_cap_truncated_rounds": 0,
+                                "mg_filled_turns": 0, "mg_ungrounded_sufficient_rounds": 0}
 
 
 def _row(method: str, rounds: int | None, speaker: int | None, capped: int | None,

@@ -1,0 +1,75 @@
+"""The conversation's turns as MGRetrieval's rounds see them: order, dates, memory items and similarity
+to the question (README.md in this folder, "The retrieval pyramid").
+
+Similarity is exact cosine over the shared `turns` collection's stored vectors, never the vector
+index's approximate search, so a cap or a dense round picks the same turns on every run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from recollect.dialogue.models import Turn
+from recollect.memory.embeddings import cosine_matrix
+from recollect.memory.workspace import Workspace
+
+
+def turn_order(ws: Workspace, namespace: str) -> dict[str, int]:
+    """Turn id → its position in the conversation."""
+    return {tid: i for i, tid in enumerate(ws.turns(namespace))}
+
+
+def session_dates(ws: Workspace, namespace: str) -> dict[str, str]:
+    """Turn id → its session's day-precision date (the `(session date)` of each memory line)."""
+    out: dict[str, str] = {}
+    for s in ws.sessions(namespace):
+        for t in s.turns:
+            out[t.id] = s.date or s.date_time
+    return out
+
+
+def memory_item(turn: Turn, date: str) -> dict[str, Any]:
+    """A turn as a memory of the assess and rewrite prompts (`recollect.answer_rewrite.memory_line`)."""
+    return {"id": turn.id, "text": f"{turn.speaker}: {turn.full_text}", "date": date}
+
+
+def similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -> dict[str, float]:
+    """Cosine of each turn to the question, from the shared turn collection's stored vectors."""
+    if not ids:
+        return {}
+    index = ws.index("turns", namespace)
+    got = index.collection.get(ids=ids, include=["embeddings"])
+    vecs = {i: v for i, v in zip(got["ids"], got["embeddings"], strict=False) if v is not None}
+    missing = [i for i in ids if i not in vecs]
+    if missing:  # should not happen (turns are embedded at ingest), but never fail for it
+        turns = ws.turns(namespace)
+        texts = [f"{turns[i].speaker}: {turns[i].full_text}" if i in turns else i for i in missing]
+        vecs.update(zip(missing, ws.embeddings.embed_documents(texts), strict=False))
+    matrix = np.asarray([vecs[i] for i in ids], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1, norms)
+    sims = cosine_matrix(ws.embeddings.embed_query(question), matrix)
+    return {i: float(s) for i, s in zip(ids, sims, strict=False)}
+
+
+def top_by_similarity(ws: Workspace, namespace: str, question: str, ids: list[str], n: int) -> list[str]:
+    """The n ids most similar to the question; ties keep the given (turn) order."""
+    if len(ids) <= n:
+        return list(ids)
+    sims = similarities(ws, namespace, question, ids)
+    ranked = sorted(range(len(ids)), key=lambda k: (-round(sims.get(ids[k], 0.0), 6), k))
+    return [ids[k] for k in ranked[:n]]
+
+
+def dense_turns(ws: Workspace, namespace: str, question: str, exclude: set[str], n: int) -> list[str]:
+    """The n turns nearest the question by embedding, none of them in `exclude` (in no set order).
+
+    Exact cosine over the shared turn collection's stored vectors (the capping similarity), so ties
+    go to the earlier turn and the result never depends on the vector index's approximate search.
+    """
+    if n <= 0:
+        return []
+    candidates = [t for t in ws.turns(namespace) if t not in exclude]  # conversation order
+    return top_by_similarity(ws, namespace, question, candidates, n)
