@@ -9,7 +9,7 @@ START → extract_cues → seed → navigate → route ─┬─ answer JSON →
 the kept memories H first (recollect.graphs.mragent.prompting). A turn joins `masks` only when a prompt rendered
 its raw text. `route` is deterministic: it reads both tool protocols into one list of calls
 (recollect.graphs.mragent.protocol), applies the keep/prune decision to H and enforces the per-round and
-per-question call caps. `tools` runs the registry in recollect.graphs.mragent.tools. See specs/methods/mragent.md.
+per-question call caps. `tools` runs the registry in recollect.graphs.mragent.tools. See README.md in this folder.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.mragent.memory import STOPWORDS, cue_norm, fallback_cues, turn_of
+from recollect.graphs.mragent.cues import STOPWORDS, cue_norm, fallback_cues
+from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
 from recollect.graphs.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
 from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
@@ -59,6 +60,7 @@ def _shown_update(state: MRAgentState, shown: Rendered) -> dict[str, Any]:
     new = [(t, line) for t, line in zip(shown.shown_turns, shown.evidence, strict=True) if t not in masks]
     return {
         "masks": [t for t, _ in new],
+        "shown_turn_ids": [t for t, _ in new],  # the same turns, named in the node's trace record too
         "mra_visible_ids": shown.visible,
         "evidence": list(state.get("evidence") or []) + [line for _, line in new],
         "retrieved": [{"id": t, "text": line} for t, line in new],
@@ -105,9 +107,11 @@ def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[
 def seed(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
-    seed_out, _topics, usage, records = build_seed(g, ctx, state["question"], state.get("mra_cues") or [],
-                                                   state.get("mra_time_window"), set(state.get("masks") or []))
-    return {"mra_seed": seed_out, "mra_forced_final": ctx.mra_max_rounds <= 1, "usage": usage, "trace": records}
+    found = build_seed(g, ctx, state["question"], state.get("mra_cues") or [], state.get("mra_time_window"),
+                       set(state.get("masks") or []))
+    # shown_turn_ids: the turns whose sentences the pre-selection calls showed (their trace records name them too)
+    return {"mra_seed": found.sections, "mra_forced_final": ctx.mra_max_rounds <= 1, "usage": found.usage,
+            "shown_turn_ids": found.shown_turn_ids, "trace": found.records}
 
 
 def after_seed(state: MRAgentState) -> Literal["answer", "navigate"]:
@@ -154,7 +158,7 @@ def _apply_keep(
     have = {m["id"] for m in current}
     kept, ignored = [], []
     for ident in keep:
-        tid = turn_of(ident)
+        tid = turn_of(ident, g.turns)
         if tid is None or tid not in visible or tid not in g.turns:
             ignored.append(ident)
             continue
@@ -164,7 +168,7 @@ def _apply_keep(
                             "why": reason or f"kept by the model in round {rnd}"})
             have.add(tid)
             kept.append(tid)
-    pruned_ids = {turn_of(p) for p in prune} - {None}
+    pruned_ids = {turn_of(p, g.turns) for p in prune} - {None}
     pruned = [m["id"] for m in current if m["id"] in pruned_ids]
     current = [m for m in current if m["id"] not in pruned_ids]
     info: dict[str, Any] = {"kept": kept, "pruned": pruned, "keep_ignored": ignored}
@@ -310,7 +314,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
             text, cited, conf = NO_INFO, [], None
             note = {"fallback": True, "raw": content[:300]}
         note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown)
-    supports = map_supports(cited, visible, g)
+    supports = map_supports(cited, visible, g.turns)
     draft_text = text
     if ctx.mra_answer_rewrite and text and not is_no_info(text):
         # Our addition (false = spec): the span rewrite, shown the cited turns and then the kept memories.
@@ -319,6 +323,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         text = rewritten.answer
         usage = merge_usage(usage, rewritten.usage)
         note.update(rewritten.trace_fields(draft_text))
+        update["answer_before_rewrite"] = draft_text
     for candidate in dict.fromkeys([text, draft_text]):  # the span first: it is likelier to occur verbatim
         if supports or not candidate or is_no_info(candidate):
             break

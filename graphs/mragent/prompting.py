@@ -2,8 +2,8 @@
 
 Both prompts show H (the kept memories, `critical_memories`) first with full text. The navigate prompt
 then shows the seed, the newest round's tool results turn by turn, and earlier calls as one line each
-(results not kept are dropped, spec §3.1). The forced final prompt shows H, then tool results newest
-round first (raw turns and derived text such as dates and persona facts), then the seed.
+(results not kept are dropped; README.md in this folder). The forced final prompt shows H, then tool
+results newest round first (raw turns and derived text such as dates and persona facts), then the seed.
 
 Every renderer returns what it put in front of the model: a turn joins `masks` (and counts as shown
 in the trace) only when its raw line was rendered, so a result cut for lack of room stays unmasked.
@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recollect.graphs.mragent.memory import turn_of
+from recollect.budget import TokenBudget
+from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.protocol import KEEP_TOOL, call_text
 from recollect.graphs.mragent.seed import SEED_SECTIONS
 from recollect.graphs.mragent.settings import MRAgentContext
@@ -40,22 +41,15 @@ class Rendered:
     not_shown: list[str] = field(default_factory=list)  # returned turns cut for lack of room (stay unmasked)
 
 
-class _Room:
-    """A hard token budget: a line goes in only if it fits."""
-
-    def __init__(self, tokens: int) -> None:
-        self.left = tokens
-
-    def take(self, text: str) -> bool:
-        cost = estimate_tokens(text) + 1
-        if cost > self.left:
-            return False
-        self.left -= cost
-        return True
+def _room(tokens: int) -> TokenBudget:
+    """A prompt's hard budget: a line goes in only if it fits, costing its tokens plus one for its newline."""
+    return TokenBudget(tokens, per_line=1)
 
 
 class _Out:
-    def __init__(self, g: CueTagGraph, room: _Room, rendered: Rendered) -> None:
+    """Puts lines into a prompt section under the budget and records what the model was shown."""
+
+    def __init__(self, g: CueTagGraph, room: TokenBudget, rendered: Rendered) -> None:
         self.g, self.room, self.r = g, room, rendered
 
     def turn(self, lines: list[str], tid: str, line: str) -> bool:
@@ -97,7 +91,7 @@ def _seed(out: _Out, seed: dict[str, Any]) -> str:
         lines: list[str] = []
         for line in seed.get(key) or []:
             head = line.split(": ", 1)[0]
-            if key in SEED_SECTIONS and (tid := turn_of(head)) is not None:
+            if key in SEED_SECTIONS and (tid := turn_of(head, out.g.turns)) is not None:
                 if tid in out.r.shown_turns:  # already shown above as a kept memory
                     continue
                 out.turn(lines, tid, line)
@@ -174,7 +168,7 @@ def navigate_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) 
                   protocol=protocol, answer_rules=load_prompt(P, "answer_rules"))
     fixed = estimate_tokens(render_prompt(P, "navigate", critical="", seed="", results="", earlier="", **pieces))
     rendered = Rendered()
-    out = _Out(g, _Room(ctx.max_prompt_tokens - fixed), rendered)
+    out = _Out(g, _room(ctx.max_prompt_tokens - fixed), rendered)
     log = state.get("mra_tool_log") or []
     critical = _critical(out, state.get("critical_memories") or [])
     seed = _seed(out, state.get("mra_seed") or {})
@@ -191,7 +185,7 @@ def final_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> 
     pieces = dict(question=state["question"], answer_rules=load_prompt(P, "answer_rules"))
     fixed = estimate_tokens(render_prompt(P, "final_answer", evidence="", **pieces))
     rendered = Rendered()
-    out = _Out(g, _Room(ctx.max_prompt_tokens - fixed), rendered)
+    out = _Out(g, _room(ctx.max_prompt_tokens - fixed), rendered)
     lines: list[str] = []
     cut: list[str] = []
     for m in state.get("critical_memories") or []:
@@ -204,7 +198,7 @@ def final_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> 
     seed = state.get("mra_seed") or {}
     for key in SEED_SECTIONS:
         for line in seed.get(key) or []:
-            tid = turn_of(line.split(": ", 1)[0])
+            tid = turn_of(line.split(": ", 1)[0], g.turns)
             if tid is not None and not out.turn(lines, tid, line):
                 rendered.not_shown.append(tid)
     rendered.not_shown += cut

@@ -69,7 +69,7 @@ def _take_keep_calls(out: dict[str, Any]) -> None:
 def parse_reply(raw: dict[str, Any] | None) -> dict[str, Any]:
     """One navigate reply → `{calls: [{tool, args}], answer: {...} | None, keep, prune, reason, form}`.
 
-    Order (spec §3.3 route): native tool_calls; a JSON navigate object; a JSON answer object;
+    Order (the `route` node, README.md in this folder): native tool_calls; a JSON navigate object; a JSON answer object;
     bare `{name, arguments}` objects or lists of them. Keep/prune is read from every form.
     """
     out: dict[str, Any] = {"calls": [], "answer": None, "keep": [], "prune": [], "reason": None, "form": None}

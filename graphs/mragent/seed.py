@@ -1,4 +1,4 @@
-"""MRAgent's seed: the initial active set Z(0) for a question (spec §3.3 `seed`).
+"""MRAgent's seed: the initial active set Z(0) for a question (the `seed` node in README.md in this folder).
 
 Relation matching of the question cues against the graph's cues, the temporal path for a time
 window, the main path with its K1/K2 caps and the configured LLM pre-selection, cue→tag candidates
@@ -9,12 +9,15 @@ budget; they are not masked here: a turn is masked when the navigate prompt rend
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from recollect.graphs.mragent.memory import EVENTS_KIND, TOPICS_KIND, cue_norm
+from recollect.budget import TokenBudget
+from recollect.graphs.mragent.cues import cue_norm
+from recollect.graphs.mragent.layout import EVENTS_KIND, TOPICS_KIND
 from recollect.graphs.mragent.schemas import PickReply, ScoreReply
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
@@ -90,14 +93,15 @@ def _candidate_lines(g: CueTagGraph, ids: list[str]) -> str:
 
 def preselect(
     g: CueTagGraph, ctx: MRAgentContext, question: str, cands: list[str], by_sim: list[str]
-) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
-    """The configured pre-selection when more than K2 candidates remain (spec §3.3 seed 3.3)."""
+) -> tuple[list[str], dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The configured pre-selection when more than K2 candidates remain (README.md in this folder):
+    (events kept, usage, trace records, turns whose sentences the LLM calls showed)."""
     k2 = ctx.mra_k2
     emb_top = by_sim[:k2]
     usage: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
     if ctx.mra_preselect == "embedding":
-        return emb_top, usage, records
+        return emb_top, usage, records, []
     shown = sorted({g.events[e]["origin"] for e in cands})
     text = _candidate_lines(g, cands)
     model = get_chat_model(ctx)
@@ -112,7 +116,7 @@ def preselect(
                     **(res.failure_note() if res.value is None else {}),
                     **({"fallback_to": "embedding top"} if res.value is not None and picked == emb_top else {}))
     if ctx.mra_preselect == "llm_pick":
-        return picked, usage, records
+        return picked, usage, records, shown
     res2 = call_structured(model, [HumanMessage(content=render_prompt(P, "event_score", question=question,
                                                                        candidates=text))],
                            ScoreReply, node="seed_score", method=ctx.structured_method, max_tokens=900)
@@ -125,7 +129,7 @@ def preselect(
     records += emit("seed_score", top=top, shown_turn_ids=shown,
                     **(res2.failure_note() if res2.value is None else {}))
     union = set(picked) | set(top)
-    return [e for e in cands if e in union], usage, records
+    return [e for e in cands if e in union], usage, records, shown
 
 
 def cue_tags(
@@ -191,6 +195,7 @@ def _paths(g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[s
             why += "; main path"
     pre_n = 0
     topics: list[str] = []
+    shown: list[str] = []
     if path == "main":
         n_cues = max(1, len(cues))
         cands = full + [e for e, c in partial.items() if c >= 2]
@@ -202,13 +207,13 @@ def _paths(g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[s
             cands = sorted(cands, key=lambda e: -sims.get(e, -1.0))[: ctx.mra_k1]
         if len(cands) > ctx.mra_k2:
             by_sim = sorted(cands, key=lambda e: -sims.get(e, -1.0))
-            cands, u, recs = preselect(g, ctx, question, cands, by_sim)
+            cands, u, recs, shown = preselect(g, ctx, question, cands, by_sim)
             usage, records = merge_usage(usage, u), records + recs
         key_events = cands
         tsims = g.ranking(TOPICS_KIND, question)
         topics = sorted(g.topics, key=lambda t: -tsims.get(t, -1.0))[: ctx.mra_topic_k]
     found = {"path": path, "why": why, "time_events": time_events, "key_events": key_events, "topics": topics,
-             "full": len(full), "partial": len(partial), "pre_n": pre_n}
+             "full": len(full), "partial": len(partial), "pre_n": pre_n, "shown_turn_ids": shown}
     return found, usage, records
 
 
@@ -219,31 +224,35 @@ def seed_budget(ctx: MRAgentContext, question: str) -> int:
     return max(200, int((ctx.max_prompt_tokens - overhead) * SEED_SHARE))
 
 
+@dataclass
+class Seed:
+    """The seed node's result: the sections as rendered lines (`mra_seed`), the topic ids listed, the
+    usage and trace records of its LLM calls, and the turns those calls showed the model."""
+
+    sections: dict[str, Any]
+    topic_ids: list[str]
+    usage: dict[str, Any]
+    records: list[dict[str, Any]]
+    shown_turn_ids: list[str] = field(default_factory=list)
+
+
 def build_seed(
     g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[str, Any]], window: list[str] | None,
     masks: set[str],
-) -> tuple[dict[str, Any], list[str], dict[str, Any], list[dict[str, Any]]]:
-    """(seed sections as rendered lines, topic ids listed, usage, trace records)."""
+) -> Seed:
+    """The seed for a question; the lines are not masked here (the navigate prompt masks what it renders)."""
     found, usage, records = _paths(g, ctx, question, cues, window)
     tags, u, recs = cue_tags(g, ctx, question, cues)
     usage, records = merge_usage(usage, u), records + recs
 
-    # Choose lines under the seed's budget, highest rank first; what does not fit is dropped.
-    budget = seed_budget(ctx, question)
-    used = 0
+    # Choose lines under the seed's budget, highest rank first; a line that does not fit is dropped and
+    # the next one still tried. Every line costs its tokens plus one for its newline.
+    fits = TokenBudget(seed_budget(ctx, question), per_line=1).take
     dropped: list[str] = []
     chosen: list[str] = []
     topic_ids: list[str] = []
     seed_out: dict[str, Any] = {"path": found["path"], "time_events": [], "key_events": [], "cue_tags": [],
                                 "cue_tag_events": [], "topics": []}
-
-    def fits(line: str) -> bool:
-        nonlocal used
-        cost = estimate_tokens(line) + 1
-        if used + cost > budget:
-            return False
-        used += cost
-        return True
 
     for section in ("time_events", "key_events"):
         for e in one_per_origin(g, found[section]):
@@ -288,4 +297,4 @@ def build_seed(
         time_events=len(seed_out["time_events"]), cue_tags=seed_out["cue_tags"], expanded=expanded_from,
         topics=topic_ids, dropped_for_budget=dropped, seed_turn_ids=chosen,
     )
-    return seed_out, topic_ids, usage, records
+    return Seed(seed_out, topic_ids, usage, records, found["shown_turn_ids"])

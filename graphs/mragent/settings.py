@@ -39,7 +39,7 @@ class MRAgentSettings:
     # On the dev-split cost slice it saved 18 of 18 sentences of one session from the token fallback.
     mra_cues_accept_turn_ids: bool = setting(
         True, "MRAgent: a cue reply naming a turn id covers that turn's sentences", paper=False)
-    # --- mra_ingest_format (issue 12: fewer generated tokens at ingestion; app/ingest/mragent.py)
+    # --- mra_ingest_format (issue 12: fewer generated tokens at ingestion; formats.py in this folder)
     # "json" is the spec's keyed replies, kept so a benchmark can restore the old path. "compact" asks
     # for positional arrays with local numbers and "" for the session date (same memory, about 40%
     # fewer generated tokens; docs/mragent.md). "compact_merged" also writes each sentence's cues in
@@ -58,7 +58,7 @@ class MRAgentSettings:
         "lexical", "MRAgent: cues from each sentence's content words, no call (lexical), or the spec's cue "
                    "extraction call per window (llm); set at ingest", paper="llm")
     # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
-    # short span with absolute dates, the rewrite MGRetrieval's spec ends with (graphs/answer_rewrite.py).
+    # short span with absolute dates, the rewrite MGRetrieval's spec ends with (app/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,
     # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in docs/mragent.md.
     mra_answer_rewrite: bool = setting(

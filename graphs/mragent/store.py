@@ -2,18 +2,19 @@
 
 `CueTagGraph` loads what `recollect.graphs.mragent.memory` persisted (events, cue index, topics, persona facts,
 timeline) and answers id, cue and similarity look-ups; it is cached per namespace and build stamp.
-It only reads: the stored format is defined by the builder in app/ingest/mragent.py.
+It only reads: the stored layout is `layout.py`, written by `persist.py`.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 from recollect.dialogue.models import Turn
-from recollect.graphs.mragent.memory import (
-    EVENT_ID,
+from recollect.graphs.mragent.cues import cue_norm, cue_relation, cue_tokens
+from recollect.graphs.mragent.layout import (
     EVENTS_KIND,
     K_CUE,
     K_EVENT,
@@ -21,11 +22,8 @@ from recollect.graphs.mragent.memory import (
     K_PERSONA,
     K_SESSION,
     K_TOPIC,
-    TURN_ID,
-    cue_norm,
-    cue_relation,
-    cue_tokens,
     turn_of,
+    turn_shapes,
 )
 from recollect.memory.workspace import NamespaceError, Workspace
 
@@ -44,6 +42,9 @@ class CueTagGraph:
         self.timeline: dict[str, list[str]] = docs.get(namespace, K_META, "timeline") or {}
         self.sessions: dict[str, dict[str, Any]] = docs.items(namespace, K_SESSION)
         self.turns: dict[str, Turn] = ws.turns(namespace)
+        self.id_shapes = turn_shapes(self.turns)  # how this dialogue writes its turn ids (`layout.id_turn`)
+        self._positions = {(t.session, t.index): tid for tid, t in self.turns.items()}
+        self._numbered = _numbered_sessions(self.turns)
         self.by_origin: dict[str, list[str]] = {}
         for eid, ev in self.events.items():
             self.by_origin.setdefault(ev["origin"], []).append(eid)
@@ -75,12 +76,11 @@ class CueTagGraph:
     # --- ids
     def origin_of(self, ident: str) -> str | None:
         """Turn id for a turn or sentence id that exists in this namespace, else None."""
-        tid = turn_of(ident)
-        if tid is None or tid not in self.turns:
+        tid = turn_of(ident, self.turns)
+        if tid is None:
             return None
-        m = EVENT_ID.match(ident.strip())
-        if m and ident.strip() not in self.events:
-            return None
+        if ident.strip() != tid and ident.strip() not in self.events:
+            return None  # `<turn>-<n>` of a real turn, but no such sentence
         return tid
 
     def sentences_of(self, turn_id: str) -> list[str]:
@@ -101,17 +101,22 @@ class CueTagGraph:
         return f"{turn_id}: {turn.speaker}: {turn.full_text}{when}"
 
     def adjacent(self, turn_id: str, window: int) -> list[str]:
-        """Turns within `window` positions in the same session (dia_id numbering), excluding itself."""
-        m = TURN_ID.match(turn_id)
-        if not m:
+        """Turns within `window` positions in the same session, excluding itself.
+
+        In a session whose ids are one prefix and a number (LoCoMo's `D3:<n>`) positions are those
+        numbers (the dia_id numbering: `D3:12` → `D3:11`, `D3:13`); otherwise the turns' indexes.
+        """
+        turn = self.turns.get(turn_id)
+        if turn is None:
             return []
-        s, k = int(m[1]), int(m[2])
-        out = []
-        for j in range(k - window, k + window + 1):
-            tid = f"D{s}:{j}"
-            if j != k and tid in self.turns:
-                out.append(tid)
-        return out
+        m = _TRAILING_NUMBER.fullmatch(turn_id)
+        if m and turn.session in self._numbered:
+            prefix, k = m[1], int(m[2])
+            near = [f"{prefix}{j}" for j in range(k - window, k + window + 1) if j != k]
+        else:
+            near = [self._positions.get((turn.session, j), "")
+                    for j in range(turn.index - window, turn.index + window + 1) if j != turn.index]
+        return [tid for tid in near if tid in self.turns]
 
     # --- cues
     def find_cues(self, text: str, jaccard: float, exact: bool = False) -> list[str]:
@@ -135,7 +140,7 @@ class CueTagGraph:
         return self._tag_norms.get(cue_norm_key, {}).get(cue_norm(tag))
 
     def match_question(self, cues: list[dict[str, Any]], jaccard: float) -> tuple[list[str], dict[str, int]]:
-        """Relation matching (§3.3 seed 1): (full matches, partial matches with their cue counts)."""
+        """Relation matching (the seed's first step): (full matches, partial matches with their cue counts)."""
         hits: dict[str, int] = {}
         n = 0
         for qc in cues:
@@ -170,6 +175,18 @@ class CueTagGraph:
         ids = list(dict.fromkeys(ids))
         pos = {i: n for n, i in enumerate(ids)}
         return sorted(ids, key=lambda i: (-scores.get(i, -1.0), pos[i]))
+
+
+_TRAILING_NUMBER = re.compile(r"(.*?)(\d+)")
+
+
+def _numbered_sessions(turns: dict[str, Turn]) -> set[int]:
+    """Sessions whose turn ids all share one prefix followed by a number (`D3:1`, `D3:2`, …)."""
+    prefixes: dict[int, set[str | None]] = {}
+    for tid, turn in turns.items():
+        m = _TRAILING_NUMBER.fullmatch(tid)
+        prefixes.setdefault(turn.session, set()).add(m[1] if m else None)
+    return {s for s, found in prefixes.items() if len(found) == 1 and None not in found}
 
 
 _GRAPHS: dict[tuple[str, str], tuple[Any, CueTagGraph]] = {}

@@ -7,27 +7,41 @@ answer never cites what the model did not read.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
-from recollect.graphs.mragent.memory import turn_of
+from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.steps import contains_answer, grounded_supports
 
-_LEADING_ID = re.compile(r"^\[?(D\d+:\d+(?:-\d+)?)\]?(?=$|[\s:|,)\]])")
+
+def _leading_id(turn_ids: list[str]) -> re.Pattern[str] | None:
+    """Matches a cited item that starts with one of `turn_ids`, as an id or a sentence id, optionally in
+    brackets, and then ends or goes on after a separator: `D1:1`, `[D1:3-1] …`, `D1:1: Maya: …`.
+
+    Built from the ids themselves (longest first, so `D1:12` is not read as `D1:1`), since turn ids can
+    have any shape; a digit or letter right after the id means another id (`D1:12x` names nothing).
+    """
+    if not turn_ids:
+        return None
+    ids = "|".join(re.escape(t) for t in sorted(turn_ids, key=len, reverse=True))
+    return re.compile(rf"\[?({ids})(?:-\d+)?\]?(?=$|[\s:|,)\]])")
 
 
-def map_supports(cited: list[str], visible: list[str], g: CueTagGraph | None = None) -> list[str]:
-    """Cited ids → turn ids (sentence → its turn; topic ids dropped), kept only if shown."""
-    vis = set(visible)
+def map_supports(cited: list[str], visible: list[str], turns: Collection[str]) -> list[str]:
+    """Cited ids → turn ids (sentence → its turn; topic ids dropped), kept only if shown.
+
+    `visible` holds every id the prompts showed (turns, sentences, topics); `turns` the namespace's turn ids.
+    """
+    shown = [t for t in dict.fromkeys(visible) if t in turns]
+    # A small model often cites the whole line it read ("D1:1: Maya: …" or "[D1:1] …"): its leading id.
+    leading = _leading_id(shown)
     out: list[str] = []
     for ident in cited:
-        # A small model often cites the whole line it read ("D1:1: Maya: …" or "[D1:1] …"): its leading id.
-        lead = _LEADING_ID.match(str(ident).strip())
-        tid = turn_of(lead[1] if lead else str(ident))
-        if tid is None or tid not in vis or (g is not None and tid not in g.turns):
-            continue
-        if tid not in out:
+        lead = leading.match(str(ident).strip()) if leading is not None else None
+        tid = lead[1] if lead else None
+        if tid is not None and tid not in out:
             out.append(tid)
     return out
 
@@ -60,8 +74,8 @@ def answer_supports(ctx: MRAgentContext, namespace: str, text: str, shown_turns:
     # names its turn. Only events in `visible`, so no unseen turn is ever cited.
     for eid in visible:
         ev = g.events.get(eid)
-        tid = turn_of(eid)
-        if ev and tid and tid in g.turns and tid not in supports and contains_answer(text, str(ev.get("text", ""))):
+        tid = turn_of(eid, g.turns)
+        if ev and tid and tid not in supports and contains_answer(text, str(ev.get("text", ""))):
             supports.append(tid)
     if supports:
         note["supports_from"] = "shown event sentences containing the answer text"

@@ -9,21 +9,18 @@ from typing import Any
 
 import pytest
 
-from recollect.graphs.mragent.memory import (
+from recollect.graphs.mragent.cues import MAX_CUES, STOPWORDS, fallback_cues
+from recollect.graphs.mragent.formats import (
     FORMATS,
-    MAX_CUES,
-    STOPWORDS,
     CompactCueReply,
     CompactRewriteReply,
     CueReply,
     MergedRewriteReply,
     RewriteReply,
-    apply_cues,
     compact_rewrite_schema,
-    fallback_cues,
-    validate_rewrite,
 )
 from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.validation import apply_cues, validate_rewrite
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel

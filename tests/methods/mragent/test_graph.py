@@ -1,4 +1,4 @@
-"""MRAgent graph: acceptance behaviours 4–8 and 11–14 (specs/methods/mragent.md §7), scripted model."""
+"""MRAgent graph: acceptance behaviours 4–8 and 11–14 (graphs/mragent/README.md), scripted model."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from recollect.graphs.mragent.protocol import parse_reply
 from recollect.graphs.mragent.schemas import NavigateJSON
 from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import NamespaceError
+from recollect.trace import shown_turn_ids as trace_shown_turn_ids
 from tests.methods.mragent.fakes import QuestionModel, ingest, ingest_model
 
 Q = "Where did Ann find Pixel?"
@@ -274,8 +275,9 @@ def test_bad_calls_count_and_repeats_do_not(base: AllMethodsContext) -> None:
 
 
 def test_supports_map_to_shown_turns() -> None:
-    assert map_supports(["D3:12-2", "D9:99"], ["D3:12"]) == ["D3:12"]
-    assert map_supports(["D3:t2", "D3:12"], ["D3:12", "D3:t2"]) == ["D3:12"]
+    turns = {"D3:12", "D9:99"}
+    assert map_supports(["D3:12-2", "D9:99"], ["D3:12"], turns) == ["D3:12"]  # D9:99 exists but was not shown
+    assert map_supports(["D3:t2", "D3:12"], ["D3:12", "D3:t2"], turns) == ["D3:12"]  # a topic id is no turn
 
 
 def test_answer_supports_only_shown_turns(base: AllMethodsContext) -> None:
@@ -343,6 +345,7 @@ def test_rewrite_turns_a_sentence_into_a_span(base: AllMethodsContext) -> None:
     assert "[D1:1] (" in rewrite_prompt  # the cited turn, with its date, for relative times
     rec = next(r for r in state["trace"] if r["node"] == "answer")
     assert rec["draft"] == SENTENCE["answer"] and rec["answer"] == "Riverside shelter"
+    assert state["answer_before_rewrite"] == SENTENCE["answer"]  # typed state, beside the trace record
     assert state["usage"]["by_node"]["rewrite_answer"]["calls"] == 1
 
 
@@ -387,6 +390,22 @@ def test_output_contract_and_trace(base: AllMethodsContext) -> None:
     assert state["usage"]["calls"] == 3
 
 
+def test_shown_turn_ids_in_state_are_the_ones_the_trace_records_name(data_dir: str) -> None:
+    ctx = _many(data_dir, 30)
+    pick = {"events": [f"D1:{i}-1" for i in range(1, 6)]}
+    qm = QuestionModel(cues=CUES_GT, pick=pick, score={"scores": {"D1:7-1": 0.9}},
+                       navigate=[{"mode": "navigate", "calls": [{"tool": "query_event_context",
+                                                                  "args": {"event_id": "D1:2", "window": 2}}]}])
+    state, updates = run(q(ctx, qm, mra_max_rounds=2), "What about the garden tomato?")
+    records = {r["node"]: r for r in state["trace"] if "shown_turn_ids" in r}
+    assert set(records) == {"seed_pick", "seed_score", "navigate", "answer"}  # answer: the forced final call
+    assert of(updates, "seed")[0]["shown_turn_ids"] == records["seed_pick"]["shown_turn_ids"]
+    assert of(updates, "navigate")[0]["shown_turn_ids"] == records["navigate"]["shown_turn_ids"]
+    assert of(updates, "answer")[0]["shown_turn_ids"] == records["answer"]["shown_turn_ids"]
+    assert state["shown_turn_ids"] == trace_shown_turn_ids(state["trace"])
+    assert "answer_before_rewrite" not in of(updates, "answer")[0]  # no rewrite ran
+
+
 def test_cue_extraction_fallback(base: AllMethodsContext) -> None:
     qm = QuestionModel(cues="no json", navigate=[ANSWER])
     state, _ = run(q(base, qm), "Where did Ann find Pixel?")
@@ -411,4 +430,4 @@ def test_a_cited_line_counts_for_its_leading_id() -> None:
 
     visible = ["D1:1", "D1:3"]
     cited = ["D1:1: Maya: I adopted a dog called Biscuit. (2024-03-04)", "[D1:3-1] Maya walks Biscuit", "D1:12x"]
-    assert map_supports(cited, visible) == ["D1:1", "D1:3"]
+    assert map_supports(cited, visible, {"D1:1", "D1:3", "D1:12"}) == ["D1:1", "D1:3"]

@@ -1,5 +1,5 @@
-"""MRAgent ingestion: acceptance behaviours 1–3 (specs/methods/mragent.md §7) with a scripted model,
-in every reply format (the format-specific checks are in test_mragent_compact.py)."""
+"""MRAgent ingestion: acceptance behaviours 1–3 (graphs/mragent/README.md) with a scripted model,
+in every reply format (the format-specific checks are in test_compact.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,11 @@ from typing import Any
 
 import pytest
 
-from recollect.graphs.mragent.memory import (
-    EVENTS_KIND,
-    K_EVENT,
-    TOPICS_KIND,
-    CueTagGraph,
-    cue_relation,
-    cue_tokens,
-    fallback_cues,
-    normalise_time,
-    windows,
-)
+from recollect.graphs.mragent.cues import cue_relation, cue_tokens, fallback_cues
+from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, TOPICS_KIND
+from recollect.graphs.mragent.store import CueTagGraph
+from recollect.graphs.mragent.validation import normalise_time
+from recollect.graphs.mragent.windows import windows
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import NamespaceError, open_workspace
 from tests.helpers import make_conversation
@@ -122,10 +116,14 @@ def test_malformed_replies_fall_back(data_dir: str, fmt: str) -> None:
     assert ev["cues"][:-1] == fallback_cues(ev["rewritten"]) and ev["cues"][-1] == "Bob"
     assert any("rewrite failed" in f for f in report.fallbacks)
     assert any("cue extraction failed" in f for f in report.fallbacks)
-    # failures are cached too: a re-ingest makes no call
+    # the sessions are stamped, so a re-ingest makes no call ...
     n = len(model.calls)
     ingest(data_dir, model=model, mra_ingest_format=fmt)
     assert len(model.calls) == n
+    # ... but a failed reply is not cached: a rebuild (here: another window size, same single window)
+    # asks the model again instead of keeping the fallback memory
+    ingest(data_dir, model=model, mra_ingest_format=fmt, mra_ingest_window_tokens=5000)
+    assert len(model.calls) > n
 
 
 def test_incremental_sessions_extend_the_graph(data_dir: str) -> None:
@@ -192,7 +190,8 @@ def test_namespace_without_graph_is_a_clear_error(data_dir: str) -> None:
 
 
 def test_cues_under_a_turn_id_go_to_that_turns_sentences() -> None:
-    from recollect.graphs.mragent.memory import CueReply, apply_cues
+    from recollect.graphs.mragent.formats import CueReply
+    from recollect.graphs.mragent.validation import apply_cues
 
     def event(origin: str, text: str) -> dict[str, Any]:
         return {"origin": origin, "speaker": "Ann", "rewritten": text, "cues": []}

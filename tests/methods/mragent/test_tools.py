@@ -1,4 +1,4 @@
-"""MRAgent tools: masking, caps, ranking, bad input (acceptance behaviours 9–11, §7)."""
+"""MRAgent tools: masking, caps, ranking, bad input (acceptance behaviours 9–11, graphs/mragent/README.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from recollect.graphs.mragent.memory import cue_norm
+from recollect.graphs.mragent.cues import cue_norm
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import REGISTRY, ToolContext, execute, structured_tools
 from recollect.graphs.registry import AllMethodsContext

@@ -1,0 +1,261 @@
+"""MRAgent's ingestion reply formats: the reply schemas of call A (rewrite) and call B (cues), the
+compact JSON schemas sent to the endpoint, and `FORMATS`, one entry per `mra_ingest_format` value.
+
+docs/mragent.md shows the three formats side by side; README.md in this folder says what each call does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from recollect.graphs.mragent.cues import MAX_CUES
+from recollect.graphs.mragent.settings import MRAgentContext
+from recollect.llm.lenient import StrList, Text, as_text
+
+# Two reply formats (`MRAgentContext.mra_ingest_format`), one validated value. `json` is the spec's keyed
+# objects (prompts rewrite.md / keywords.md, schema = the pydantic models below). `compact` drops
+# the repeated keys: positional arrays, local numbers instead of ids, "" for the session date, topics as
+# a plain list (prompts rewrite_compact.md / cues_compact.md). `compact_merged` also puts each
+# sentence's cues into call A (prompt rewrite_merged.md), so a window needs one call. Parsing is
+# lenient in every mode: the before-validators turn arrays into the keyed form, so a small model
+# that answers in the other shape still parses, and everything downstream reads one structure.
+
+SENTENCE_FIELDS = ("origin", "text", "tag", "topics", "time", "cues")  # the compact sentence array
+FACT_FIELDS = ("origin", "person", "aspect", "text")  # the compact personal-fact array
+DATE_PATTERN = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
+# Caps of the compact schemas. They only shape the schema sent to the endpoint (a grammar on
+# llama.cpp), where a small model may otherwise repeat an item or a phrase until max_tokens;
+# validation does not enforce them (graphs/memr3/ caps its router schema the same way).
+CAP_TOPICS, CAP_SENTENCES, CAP_FACTS, CAP_CUE_ROWS = 10, 120, 30, 120
+CAP_TEXT, CAP_TAG, CAP_TOPIC, CAP_PERSON, CAP_FACT, CAP_CUE = 300, 30, 60, 40, 200, 60
+
+
+def _positional(item: Any, names: tuple[str, ...]) -> Any:
+    """A positional array → the keyed object (extra elements ignored); anything else unchanged."""
+    if isinstance(item, list | tuple):
+        return dict(zip(names, item, strict=False))
+    return item
+
+
+class RewriteSentence(BaseModel):
+    id: Text = ""
+    origin: Text = ""
+    text: Text = ""
+    tag: Text = ""
+    topics: list[str] = Field(default_factory=list)
+    time: Text = ""
+    # Only the compact_merged reply carries cues here; left out of the spec's (json) schema.
+    cues: SkipJsonSchema[StrList] = Field(default_factory=list)
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topics(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        if isinstance(v, int | str) and not isinstance(v, bool) and str(v).strip().isdigit():
+            return [str(v).strip()]  # one topic number instead of a list of them
+        if isinstance(v, str):
+            return [x.strip() for x in re.split(r"[,\s]+", v) if x.strip()]
+        return [as_text(x) for x in v] if isinstance(v, list) else v
+
+
+class PersonalFact(BaseModel):
+    person: Text = ""
+    aspect: Text = ""
+    text: Text = ""
+    origin: Text = ""
+
+
+class RewriteReply(BaseModel):
+    """Call A: the window rewritten into sentences with tag, topics and time, plus personal facts."""
+
+    # The docstring is the schema's description, so it stays as the spec's (json) schema had it. The
+    # validation also reads the compact shapes: sentence arrays [origin, text, tag, topics, time(, cues)],
+    # fact arrays [origin, person, aspect, fact], `facts` for `personal_facts`, a topic list.
+
+    conversation_time: Text = ""
+    sentences: list[RewriteSentence]
+    topics: dict[str, str] = Field(default_factory=dict)
+    personal_facts: list[PersonalFact] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "facts" in v and "personal_facts" not in v:
+            v = {**v, "personal_facts": v["facts"]}
+        return v
+
+    @field_validator("sentences", mode="before")
+    @classmethod
+    def _sentence_items(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [_positional(x, SENTENCE_FIELDS) for x in v if isinstance(x, dict | list | tuple)]
+        return v
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topic_map(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return {}
+        if isinstance(v, list):  # [{"id": "t1", "text": "..."}] or ["...", ...] (compact: position = number)
+            out: dict[str, str] = {}
+            for i, item in enumerate(v, start=1):
+                if isinstance(item, dict):
+                    key = as_text(item.get("id") or f"t{i}")
+                    out[key] = as_text(item.get("text") or item.get("description") or "")
+                else:
+                    out[f"t{i}"] = as_text(item)
+            return out
+        if isinstance(v, dict):
+            return {as_text(k): as_text(x) for k, x in v.items()}
+        return v
+
+    @field_validator("personal_facts", mode="before")
+    @classmethod
+    def _facts(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        if not isinstance(v, list):
+            return v
+        out = []
+        for x in v:
+            x = _positional(x, FACT_FIELDS)
+            if isinstance(x, dict):
+                out.append({**x, "text": x["fact"]} if "fact" in x and "text" not in x else x)
+        return out
+
+
+class CueItem(BaseModel):
+    id: Text
+    cues: StrList = Field(default_factory=list)
+
+
+class CueReply(BaseModel):
+    """Call B: verbatim cues per rewritten sentence."""
+
+    # Also read: the compact rows {"cues": [["<number>", "cue", ...], ...]} and {"<id>": [cues]}.
+
+    sentences: list[CueItem]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact_rows(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "sentences" not in v and "cues" in v:
+            v = {**v, "sentences": v["cues"]}
+        return v
+
+    @field_validator("sentences", mode="before")
+    @classmethod
+    def _items(cls, v: Any) -> Any:
+        if isinstance(v, dict):  # {"D1:1-1": ["a", "b"]}
+            return [{"id": k, "cues": x} for k, x in v.items()]
+        if isinstance(v, list):  # [{"id", "cues"}] or compact rows ["<id>", "cue", ...]
+            return [{"id": x[0], "cues": list(x[1:])} if isinstance(x, list | tuple) else x
+                    for x in v if isinstance(x, dict | CueItem) or (isinstance(x, list | tuple) and x)]
+        return v
+
+
+def _text_schema(max_len: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_len}
+
+
+def _list_schema(items: dict[str, Any], max_items: int) -> dict[str, Any]:
+    return {"type": "array", "items": items, "maxItems": max_items}
+
+
+def _row_schema(*items: dict[str, Any]) -> dict[str, Any]:
+    """A fixed-length positional array (JSON Schema `prefixItems`, as pydantic writes a tuple)."""
+    return {"type": "array", "prefixItems": list(items), "minItems": len(items), "maxItems": len(items)}
+
+
+def compact_rewrite_schema(with_cues: bool) -> dict[str, Any]:
+    """The JSON schema call A sends in the compact formats. Every key is required, so a grammar
+    writes them in this order: topics first, since the sentences refer to them by number."""
+    number = {"type": "integer"}
+    sentence = [number, _text_schema(CAP_TEXT), _text_schema(CAP_TAG), _list_schema(number, 3),
+                {"type": "string", "pattern": DATE_PATTERN}]
+    if with_cues:
+        sentence.append(_list_schema(_text_schema(CAP_CUE), MAX_CUES))
+    fact = _row_schema(number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(CAP_FACT))
+    return {
+        "title": "RewriteMerged" if with_cues else "RewriteCompact",
+        "type": "object",
+        "properties": {
+            "topics": _list_schema(_text_schema(CAP_TOPIC), CAP_TOPICS),
+            "sentences": _list_schema(_row_schema(*sentence), CAP_SENTENCES),
+            "facts": _list_schema(fact, CAP_FACTS),
+        },
+        "required": ["topics", "sentences", "facts"],
+    }
+
+
+def compact_cue_schema() -> dict[str, Any]:
+    """The JSON schema call B sends in the compact format: one row per sentence, its number then its cues."""
+    row = {"type": "array", "items": _text_schema(CAP_CUE), "minItems": 2, "maxItems": MAX_CUES + 1}
+    return {"title": "CuesCompact", "type": "object",
+            "properties": {"cues": _list_schema(row, CAP_CUE_ROWS)}, "required": ["cues"]}
+
+
+class CompactRewriteReply(RewriteReply):
+    """Call A in the `compact` format: validated like `RewriteReply`, with the compact schema sent."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_rewrite_schema(with_cues=False)
+
+
+class MergedRewriteReply(RewriteReply):
+    """Call A in the `compact_merged` format: each sentence array ends with its cues."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_rewrite_schema(with_cues=True)
+
+
+class CompactCueReply(CueReply):
+    """Call B in the `compact` format: validated like `CueReply`, with the compact schema sent."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return compact_cue_schema()
+
+
+@dataclass(frozen=True)
+class IngestFormat:
+    """One value of `mra_ingest_format`: the prompts (= cache call names), the reply schemas, and the
+    completion caps `(base, per turn or sentence, ceiling)` of call A and call B."""
+
+    rewrite: str
+    rewrite_schema: type[RewriteReply]
+    cues: str
+    cue_schema: type[CueReply]
+    numbered: bool  # the prompts show local numbers (turn index, sentence position) instead of ids
+    merged: bool  # call A also writes the cues; call B only runs when it brought none
+    rewrite_cap: tuple[int, int, int]
+    cue_cap: tuple[int, int, int]
+
+
+FORMATS = {
+    "json": IngestFormat("rewrite", RewriteReply, "keywords", CueReply, False, False, (200, 140, 2400), (120, 70, 2400)),
+    "compact": IngestFormat("rewrite_compact", CompactRewriteReply, "cues_compact", CompactCueReply, True, False,
+                            (120, 90, 1600), (60, 45, 1600)),
+    "compact_merged": IngestFormat("rewrite_merged", MergedRewriteReply, "cues_compact", CompactCueReply, True, True,
+                                   (150, 150, 2400), (60, 45, 1600)),
+}
+
+
+def lexical_cues(ctx: MRAgentContext) -> bool:
+    """Whether sentences take their content words as cues with no call B (`mra_ingest_cues`); the
+    merged format's cues come with call A, so the setting does not apply to it."""
+    return ctx.mra_ingest_cues == "lexical" and not FORMATS[ctx.mra_ingest_format].merged
+
+
+def completion_cap(cap: tuple[int, int, int], n: int) -> int:
+    """A call's max_tokens for `n` turns (call A) or sentences (call B): base + per item, capped."""
+    base, per, ceiling = cap
+    return min(ceiling, base + per * n)

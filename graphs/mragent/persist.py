@@ -1,0 +1,124 @@
+"""MRAgent's persistence: one session's events and topics written to the vector indexes and `ws.docs`,
+the derived indexes (cue index, persona map, timeline) rebuilt from all events, and the stamps that
+decide which sessions a re-ingest rebuilds. The layout is in `layout.py`; README.md in this folder
+describes every stored kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from recollect.dialogue.models import Session
+from recollect.graphs.mragent.cues import cue_norm, cue_tokens
+from recollect.graphs.mragent.formats import lexical_cues
+from recollect.graphs.mragent.layout import (
+    K_CUE,
+    K_EVENT,
+    K_META,
+    K_PERSONA,
+    K_SESSION,
+    K_TOPIC,
+    OTHER_TAG,
+)
+from recollect.graphs.mragent.settings import MRAgentContext
+from recollect.graphs.mragent.windows import session_date
+from recollect.memory.vectors import Unit, VectorIndex
+from recollect.memory.workspace import Workspace
+
+
+@dataclass
+class SessionMemory:
+    """What one session adds to the graph, all windows together (event and topic ids are unique in it)."""
+
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def session_hash(session: Session, ctx: MRAgentContext) -> str:
+    """The session stamp: a session is rebuilt when its content, window size, reply format or cue
+    source changes (the stamps keep their earlier form for the json format and for LLM cues, so graphs
+    built before those settings stay valid). A rebuild reads call A from the LLM cache."""
+    base = f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
+    if ctx.mra_ingest_format != "json":
+        base = f"{base}:{ctx.mra_ingest_format}"
+    if lexical_cues(ctx):
+        base = f"{base}:lexical"
+    return base
+
+
+def save_session(
+    ws: Workspace, namespace: str, session: Session, ctx: MRAgentContext, built: SessionMemory,
+    old: dict[str, Any], ev_index: VectorIndex, tp_index: VectorIndex,
+) -> int:
+    """Replace one session's events, topics and facts (`old` is its previous stamp record, or {});
+    returns the number of units embedded."""
+    events, topics = built.events, built.topics
+    stale_events = sorted(set(old.get("events") or []) - set(events))
+    stale_topics = sorted(set(old.get("topics") or []) - set(topics))
+    turns = {eid: ev["origin"] for eid, ev in events.items()}
+    event_units = [
+        Unit(id=eid, text=ev["rewritten"], turn_ids=[ev["origin"]],
+             metadata={"origin": ev["origin"], "tag": ev["tag"], "time": ev["time"], "session": session.index})
+        for eid, ev in events.items()
+    ]
+    topic_units = [
+        Unit(id=gid, text=tp["text"], turn_ids=sorted({turns[e] for e in tp["events"]}),
+             metadata={"session": session.index})
+        for gid, tp in topics.items()
+    ]
+    # Vectors first (idempotent upserts), then the docs in one transaction: a crash in between
+    # leaves the session unstamped, and the next run redoes it from the LLM cache.
+    ev_index.delete(stale_events)
+    tp_index.delete(stale_topics)
+    embedded = ev_index.upsert(event_units) + tp_index.upsert(topic_units)
+    with ws.docs.transaction() as conn:
+        for eid in stale_events:
+            conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_EVENT, eid))
+        for gid in stale_topics:
+            conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_TOPIC, gid))
+        ws.docs.put_many(namespace, K_EVENT, events)
+        ws.docs.put_many(namespace, K_TOPIC, topics)
+        ws.docs.put(namespace, K_SESSION, str(session.index), {
+            "hash": session_hash(session, ctx), "date": session_date(session), "date_time": session.date_time,
+            "events": list(events), "topics": list(topics), "facts": built.facts,
+        })
+    return embedded
+
+
+def rebuild_indexes(ws: Workspace, namespace: str) -> None:
+    """Recompute the cue index, persona map and timeline from all events (cheap, always consistent)."""
+    events = ws.docs.items(namespace, K_EVENT)
+    cues: dict[str, dict[str, Any]] = {}
+    timeline: dict[str, list[str]] = {}
+    for eid, ev in events.items():
+        for cue in ev.get("cues") or []:
+            norm = cue_norm(cue)
+            if not norm:
+                continue
+            entry = cues.setdefault(norm, {"cue": cue, "tokens": sorted(cue_tokens(cue)), "tags": {}})
+            tag_key = ev.get("tag") or OTHER_TAG
+            bucket = entry["tags"].setdefault(tag_key, [])
+            if eid not in bucket:
+                bucket.append(eid)
+        timeline.setdefault(ev.get("time") or "", []).append(eid)
+    persona: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for raw in ws.docs.items(namespace, K_SESSION).values():
+        for f in raw.get("facts") or []:
+            person = persona.setdefault(f["person"], {})
+            person.setdefault(f["aspect"], []).append({"origin": f["origin"], "fact": f["fact"]})
+    with ws.docs.transaction():
+        ws.docs.delete_kind(namespace, K_CUE)
+        ws.docs.put_many(namespace, K_CUE, cues)
+        ws.docs.delete_kind(namespace, K_PERSONA)
+        ws.docs.put_many(namespace, K_PERSONA, persona)
+        ws.docs.put(namespace, K_META, "timeline", dict(sorted(timeline.items())))
+        ws.docs.put(namespace, K_META, "version", {"events": len(events), "stamp": _stamp(ws, namespace)})
+
+
+def _stamp(ws: Workspace, namespace: str) -> str:
+    """The build stamp the read side caches a loaded graph under: changes whenever a session does."""
+    hashes = [v.get("hash", "") for v in ws.docs.items(namespace, K_SESSION).values()]
+    return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()[:16]

@@ -1,0 +1,187 @@
+"""MRAgent's reply validation: call A's sentences, topics and facts, and call B's cues, checked against
+the window they were asked about (README.md in this folder, "What ingestion builds").
+
+Ids the model invents are dropped and reported, every turn gets at least one sentence, a cue stands
+only where it occurs verbatim in its sentence, and every sentence ends with its speaker as a cue.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from recollect.dialogue.models import Turn
+from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES, fallback_cues
+from recollect.graphs.mragent.formats import CueReply, RewriteReply
+from recollect.graphs.mragent.layout import OTHER_TAG, event_id, id_turn, topic_id, turn_shapes
+
+_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+
+
+def normalise_time(text: Any, session_date: str) -> str:
+    """An absolute YYYY-MM-DD; a range of two dates becomes its midpoint; anything else the session date."""
+    found = []
+    for m in _ISO.finditer(str(text or "")):
+        try:
+            found.append(date(int(m[1]), int(m[2]), int(m[3])))
+        except ValueError:
+            continue
+    if not found:
+        return session_date
+    if len(found) >= 2:
+        a, b = sorted(found[:2])
+        return date.fromordinal((a.toordinal() + b.toordinal()) // 2).isoformat()
+    return found[0].isoformat()
+
+
+@dataclass
+class WindowResult:
+    """One window's validated call-A reply: its events, topics and facts, plus the notes for the report."""
+
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cues: dict[str, list[str]] = field(default_factory=dict)  # event id → cues written by call A (compact_merged)
+
+
+def validate_rewrite(
+    reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
+    numbers: dict[str, str] | None = None,
+) -> WindowResult:
+    """Apply call A's validation: origins in the window, ids renormalised, times, tags, topics,
+    and one fallback sentence for every turn the model left out.
+
+    `numbers` (the compact formats) maps the turn numbers shown in the prompt to turn ids; an origin
+    may then be a number or a turn id, and a topic reference a topic's number."""
+    res = WindowResult()
+    by_id = {t.id: t for t in window}
+    # A sentence without an origin may name its turn in its id (`D1:3-1`); an id shaped like the window's
+    # turn ids counts as naming a turn even when it is not one of them, so the drop note names that turn.
+    shapes = turn_shapes(by_id)
+    topic_map: dict[str, str] = {}
+    if reply is not None:
+        for n, (tid, text) in enumerate(((k, v) for k, v in reply.topics.items() if v.strip()), start=topic_start):
+            if n - topic_start >= 10:  # at most 10 topics per window; a small model pads with filler
+                break
+            gid = topic_id(session_index, n)
+            topic_map[tid.strip()] = gid
+            res.topics[gid] = {"text": text.strip(), "events": []}
+    counters: dict[str, int] = {}
+    produced: dict[str, list[dict[str, Any]]] = {t.id: [] for t in window}
+    if reply is not None:
+        invented = []
+        for s in reply.sentences:
+            origin = s.origin or (id_turn(s.id, shapes) or "")
+            if numbers is not None and origin not in by_id:
+                origin = numbers.get(origin, origin)
+            if origin not in by_id:
+                invented.append(origin or s.id or "?")
+                continue
+            if not s.text:
+                continue
+            refs = s.topics if numbers is None else [t if t in topic_map else f"t{t}" for t in s.topics]
+            topics = [topic_map[t] for t in refs if t in topic_map]
+            produced[origin].append({"text": s.text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
+                                     "time": normalise_time(s.time, sdate), "topics": topics, "cues": s.cues})
+        if invented:
+            res.notes.append(f"rewrite: dropped sentences with unknown origin {sorted(set(invented))}")
+    missing = [tid for tid, items in produced.items() if not items]
+    if reply is not None and missing:
+        res.notes.append(f"rewrite: {len(missing)} turn(s) without a sentence got a fallback: {missing}")
+    for turn in window:
+        items = produced[turn.id] or [{"text": turn.full_text, "tag": OTHER_TAG, "time": sdate, "topics": [],
+                                       "cues": []}]
+        for item in items:
+            counters[turn.id] = counters.get(turn.id, 0) + 1
+            eid = event_id(turn.id, counters[turn.id])
+            res.events[eid] = {
+                "origin": turn.id,
+                "speaker": turn.speaker,
+                "content": turn.full_text,  # raw turn text (with caption): what the agent is shown
+                "rewritten": item["text"],  # embedded and used for cue extraction only
+                "tag": item["tag"],
+                "time": item["time"],
+                "session_date": sdate,
+                "session": session_index,
+                "topics": item["topics"],
+                "cues": [],
+            }
+            for gid in item["topics"]:
+                res.topics[gid]["events"].append(eid)
+            if item["cues"]:
+                res.cues[eid] = list(item["cues"])
+    if reply is not None:
+        for f in reply.personal_facts:
+            origin = f.origin if numbers is None or f.origin in by_id else numbers.get(f.origin, f.origin)
+            if origin in by_id and f.person and f.text:
+                res.facts.append({"person": f.person, "aspect": f.aspect or "general", "fact": f.text,
+                                  "origin": origin})
+            elif f.text:
+                res.notes.append(f"rewrite: dropped personal fact with unknown origin {f.origin!r}")
+    return res
+
+
+def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True,
+               numbers: dict[str, str] | None = None, fallback_limit: int = FALLBACK_CUES) -> list[str]:
+    """Call B's validation: unknown ids dropped, non-verbatim cues discarded, at most 30 kept,
+    fallback tokens (at most `fallback_limit`) for a sentence left without cues, and the speaker's
+    name always added.
+
+    `numbers` (the compact format) maps the sentence numbers shown in the prompt to event ids."""
+    notes: list[str] = []
+    got: dict[str, list[str]] = {}
+    if reply is not None:
+        by_origin: dict[str, list[str]] = {}
+        for eid, ev in events.items():
+            by_origin.setdefault(ev["origin"], []).append(eid)
+        # A small model often answers with the turn id ("D1:3") instead of its sentence ids
+        # ("D1:3-1"): such a reply is read as covering that turn's sentences, and the verbatim check
+        # below still decides, per sentence, which cues stand.
+        # (`accept_turn_ids=False` is the spec's strict reading: such ids are unknown and dropped.)
+        numbers = numbers or {}
+
+        def targets(item_id: str) -> list[str]:
+            if item_id in events:
+                return [item_id]
+            if item_id in numbers:
+                return [numbers[item_id]]
+            return by_origin.get(item_id, []) if accept_turn_ids else []
+
+        resolved = [(item, targets(item.id)) for item in reply.sentences]
+        unknown = [item.id for item, eids in resolved if not eids]
+        if unknown:
+            notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
+        by_turn = [item.id for item, eids in resolved if eids and item.id not in events and item.id not in numbers]
+        if by_turn:
+            notes.append(f"keywords: {len(by_turn)} reply id(s) named a turn, read as its sentences")
+        discarded = 0
+        for item, eids in resolved:
+            cues = [" ".join(cue.split()) for cue in item.cues]
+            placed: set[str] = set()
+            for eid in eids:
+                low = events[eid]["rewritten"].lower()
+                keep: list[str] = []
+                for c in cues:
+                    if c and c.lower() in low and c.lower() not in (k.lower() for k in keep):
+                        keep.append(c)
+                        placed.add(c.lower())
+                got.setdefault(eid, []).extend(keep[: MAX_CUES - len(got.get(eid, []))])
+            if eids:
+                discarded += sum(1 for c in cues if c.lower() not in placed or not c)
+        if discarded:
+            notes.append(f"keywords: discarded {discarded} cue(s) not found verbatim in their sentence")
+    fallback = []
+    for eid, ev in events.items():
+        cues = got.get(eid) or []
+        if not cues:
+            cues = fallback_cues(ev["rewritten"], fallback_limit)
+            fallback.append(eid)
+        if ev["speaker"] and ev["speaker"].lower() not in (c.lower() for c in cues):
+            cues = [*cues, ev["speaker"]]
+        ev["cues"] = cues
+    if fallback and reply is not None:
+        notes.append(f"keywords: fallback tokens for {len(fallback)} sentence(s) without valid cues")
+    return notes
