@@ -8,16 +8,14 @@ nothing stored is touched by a failing command.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from recollect.cli_args import CLIError, _context
 from recollect.graphs.registry import AllMethodsContext
 from recollect.packaged import sample_dialogue_path
 from recollect.settings import setting_names
@@ -29,36 +27,6 @@ DEMO_QUESTIONS = [
     ("Who looked after Maya's dog while she was hiking in the Dolomites?", "Priya"),
     ("Where does Maya work now?", "Oakwood"),
 ]
-
-
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
-
-
-def _parse_sets(pairs: list[str]) -> dict[str, Any]:
-    """`--set key=value` overrides for any AllMethodsContext field; values are parsed as JSON when possible."""
-    out: dict[str, Any] = {}
-    names = set(setting_names(AllMethodsContext))
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise CLIError(f"--set expects key=value, got {pair!r}")
-        key, raw = pair.split("=", 1)
-        key = key.strip()
-        if key not in names:
-            raise CLIError(f"--set: unknown setting {key!r} (see `recollect settings`)")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
-
-
-def _context(args: argparse.Namespace) -> AllMethodsContext:
-    ctx = AllMethodsContext()
-    overrides = _parse_sets(getattr(args, "set", []) or [])
-    if getattr(args, "data_dir", None):
-        overrides["data_dir"] = args.data_dir
-    return ctx.with_overrides(**overrides) if overrides else ctx
 
 
 def _print_step(record: dict[str, Any]) -> None:
@@ -150,109 +118,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_port(asked: int) -> int:
-    """The port to serve on: `asked` when it is free (0 = any free port), else a clear error.
+def _serve(args: argparse.Namespace) -> int:
+    from recollect.service.serve import cmd_serve
 
-    `langgraph dev` silently moves to another port when its port is taken; checking first means the
-    URL printed is the URL served.
-    """
-    import socket
-
-    from recollect.llm.local_runtime import free_port
-
-    if asked == 0:
-        return free_port()
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", asked))
-        except OSError as exc:
-            raise CLIError(f"port {asked} is already in use ({exc.strerror}); pass --port N, or --port 0 "
-                           "for any free port") from None
-    return asked
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM a child's whole process group, then SIGKILL what is left after `grace_s`."""
-    import signal
-
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # stragglers the leader left in its group
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    import importlib.util
-    import signal
-    import urllib.request
-
-    from recollect.llm.local_runtime import LocalServer, model_verified, runtime_installed
-    from recollect.settings import get_settings
-
-    if importlib.util.find_spec("langgraph_cli") is None or importlib.util.find_spec("langgraph_api") is None:
-        raise CLIError("`recollect serve` needs the LangGraph server: pip install 'recollect[serve]'")
-    port = _serve_port(args.port)
-    env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
-               ANONYMIZED_TELEMETRY="False")
-    env.setdefault("LANGSMITH_TRACING", "false")  # offline by default; a user who turned tracing on keeps it
-    if args.data_dir:
-        env["RECOLLECT_DATA_DIR"] = args.data_dir
-    from recollect.service.config import graph_names, write_server_config
-
-    # The server's own directory (its config and run queue) lives under the data directory: from a wheel
-    # there is no checkout to run in, and site-packages must stay read-only.
-    server_dir = Path(args.data_dir or get_settings().data_dir).expanduser() / "server"
-    try:
-        config = write_server_config(server_dir)
-    except OSError as exc:
-        raise CLIError(f"cannot write the server's config under {server_dir}: {exc.strerror or exc}") from None
-    # The same interpreter as this command: from a wheel in a venv that is not activated, a `langgraph`
-    # on PATH may belong to another environment (or be missing).
-    cmd = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config),
-           "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
-
-    def _on_signal(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt  # SIGTERM takes the same clean-up path as Ctrl-C
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    local: LocalServer | None = None
-    proc: subprocess.Popen | None = None
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not get_settings().llm_base_url and runtime_installed() and model_verified():
-            # serve owns the embedded model's server, so stopping serve stops it too (started inside
-            # `langgraph dev` it would outlive a killed server process).
-            local = LocalServer().start()
-            env.update(RECOLLECT_LLM_BASE_URL=local.base_url, RECOLLECT_LLM_MODEL=local.spec.alias,
-                       RECOLLECT_LLM_API_KEY="local")
-        proc = subprocess.Popen(cmd, env=env, cwd=server_dir, start_new_session=True)
-        while proc.poll() is None:
-            with contextlib.suppress(OSError), urllib.request.urlopen(url + "/ok", timeout=2):
-                graphs = ", ".join(graph_names())
-                print(f"serving {graphs} on {url}", flush=True)
-                break
-            time.sleep(0.5)
-        code = proc.wait()
-        if code != 0:
-            raise CLIError(f"the LangGraph server exited with status {code} (see its log above)")
-        return 0
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if proc is not None:
-            _stop_group(proc)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if local is not None:
-            local.stop()
+    return cmd_serve(args)
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -266,10 +135,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from recollect.dialogue.loaders import load_conversation
-    from recollect.graphs.hymem.memory import load_summaries
     from recollect.ingestion import ingest_conversation
     from recollect.llm.local_runtime import setup
-    from recollect.memory.workspace import open_workspace
     from recollect.runner import ask
 
     ctx = _context(args)
@@ -281,8 +148,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
           "into namespace 'demo': memr3 (chunks, no LLM), hymem (one summary call per session)", flush=True)
     reports = ingest_conversation(conversation, "demo", ctx, methods=["memr3", "hymem"], show_progress=True)
     hymem = next(r for r in reports if r.method == "hymem")
-    summaries = load_summaries(open_workspace(ctx.data_dir), "demo")
-    print(f"hymem: {len(summaries)} Level-1 summaries, {hymem.llm_calls} LLM calls ({hymem.cached_calls} cached), "
+    print(f"hymem: {hymem.sessions} sessions summarised, {hymem.llm_calls} LLM calls ({hymem.cached_calls} cached), "
           f"{hymem.seconds:.0f}s" + (f"; notes: {'; '.join(hymem.fallbacks)}" if hymem.fallbacks else ""), flush=True)
     right = 0
     for question, expected in DEMO_QUESTIONS:
@@ -370,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="run the LangGraph API server for every graph in langgraph.json")
     s.add_argument("--port", type=int, default=2024, help="port on 127.0.0.1 (0 = any free port)")
-    s.set_defaults(func=cmd_serve)
+    s.set_defaults(func=_serve)
 
     s = sub.add_parser("demo", help="set up, ingest the sample dialogue and answer questions with live traces")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")

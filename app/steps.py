@@ -25,7 +25,7 @@ from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, Snipp
 from recollect.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
 from recollect.settings import Context
 from recollect.state import MemoryState
-from recollect.trace import emit, shown_turn_ids
+from recollect.trace import emit
 
 NO_INFO = "No information available"
 TURN_ID = LOCOMO_ID  # LoCoMo-shaped ids only; graphs match ids of any shape with recollect.dialogue.turn_ids.TurnIdMatcher
@@ -280,7 +280,7 @@ def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tupl
     reference, why = None, None
     if phrases:
         supports = [str(t) for t in state.get("supports") or []]
-        shown = shown_turn_ids(state.get("trace") or [])
+        shown = [str(t) for t in state.get("shown_turn_ids") or []]
         picked = pick_reference(phrases, supports, shown, _dated_turns(ctx, state, [*supports, *shown]))
         if picked is not None:
             reference, why = picked

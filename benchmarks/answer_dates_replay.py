@@ -35,7 +35,7 @@ def load_rows(run: Path) -> tuple[list[dict[str, Any]], int | None]:
 def replay(rows: list[dict[str, Any]], max_sessions: int | None, data_dir: str) -> list[dict[str, Any]]:
     """Each row with `replayed` (the answer after the date step) and `replayed_f1`."""
     from recollect.eval.metrics import score_prediction
-    from recollect.eval.runner import namespace_for
+    from recollect.eval.plan import namespace_for
     from recollect.graphs.registry import AllMethodsContext
     from recollect.steps import absolute_answer_dates, is_no_info
 

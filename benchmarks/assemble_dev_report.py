@@ -27,7 +27,8 @@ SELECTION = ("dataset_sha256", "conversations", "categories", "limit", "max_sess
 
 def main(argv: list[str] | None = None) -> int:
     from recollect.eval import report
-    from recollect.eval.runner import JSONL_NAME, load_rows, plan_run
+    from recollect.eval.plan import plan_run
+    from recollect.eval.rows import JSONL_NAME, load_rows
     from recollect.graphs.registry import AllMethodsContext
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -156,7 +156,7 @@ def add_run_args(p: argparse.ArgumentParser, namespace: str, report: str) -> Non
 def setting_overrides(p: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
     """The `--set KEY=VALUE` pairs as AllMethodsContext overrides (values parsed as JSON when they can be, as the
     CLI's `--set`); an unknown setting or a bad value is an argument error before any work is done."""
-    from recollect.cli import CLIError, _parse_sets
+    from recollect.cli_args import CLIError, _parse_sets
     from recollect.graphs.registry import AllMethodsContext
     from recollect.settings import ContextError
 

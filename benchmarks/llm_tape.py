@@ -8,6 +8,7 @@ minutes where the recorded run took hours.
 
     python benchmarks/llm_tape.py record runs/tape.jsonl -- --data-dir D eval --data F ...   # real model
     python benchmarks/llm_tape.py replay runs/tape.jsonl -- --data-dir D2 eval --data F ...  # no model
+    python benchmarks/llm_tape.py compare runs/before runs/after    # the two runs' rows, field by field
 
 Everything after `--` is the `recollect` command line. `record` puts a recording proxy between recollect
 and the chat endpoint it would have used (the embedded llama.cpp server or RECOLLECT_LLM_BASE_URL);
@@ -121,8 +122,39 @@ def _import_any(*names: str) -> Any:
     raise ImportError(f"none of {names} can be imported")
 
 
+# What "the same answers" means for two eval runs of the same questions: every row's answer, what it
+# cites, what the model was shown, its scores and its cost in calls and tokens.
+COMPARED = ("prediction", "supports", "retrieved_turn_ids", "evidence_recall", "locomo_f1", "n_llm_calls",
+            "prompt_tokens", "completion_tokens", "draft_answer", "error")
+
+
+def compare(before: Path, after: Path) -> int:
+    """Print, per method, how many rows of `after` equal `before` on COMPARED; 1 when any differs."""
+    def rows(run: Path) -> dict[tuple[str, str], dict[str, Any]]:
+        out = {}
+        for line in (run / "per_question.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            out[(row["method"], row["question_id"])] = row
+        return out
+
+    a, b = rows(before), rows(after)
+    differ = 0
+    for method in sorted({m for m, _ in a}):
+        keys = sorted(k for k in a if k[0] == method)
+        same = [k for k in keys if k in b and all(a[k].get(f) == b[k].get(f) for f in COMPARED)]
+        differ += len(keys) - len(same)
+        print(f"{method:14s} {len(same)}/{len(keys)} rows equal")
+        for k in keys:
+            if k not in same:
+                fields = [f for f in COMPARED if k not in b or a[k].get(f) != b[k].get(f)]
+                print(f"  {k[1]}: differs in {', '.join(fields)}")
+    return 1 if differ else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        return compare(Path(argv[1]), Path(argv[2]))
     cut = argv.index("--") if "--" in argv else len(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=["record", "replay"])

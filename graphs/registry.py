@@ -108,3 +108,19 @@ def load_builder(name: str) -> Callable[..., Any]:
     if name not in BUILDERS:
         raise ValueError(f"unknown method {name!r} (known: {', '.join(BUILDERS)})")
     return _resolve(BUILDERS[name])
+
+
+def _graph_modules() -> list[Any]:
+    return [importlib.import_module(METHODS[m].graph.split(":")[0]) for m in available_methods()]
+
+
+def aux_llm_nodes() -> frozenset[str]:
+    """Nodes whose calls go to the auxiliary model (MGRetrieval's keyword selection), from every method."""
+    return frozenset().union(*(getattr(m, "AUX_LLM_NODES", frozenset()) for m in _graph_modules()))
+
+
+def method_eval_fields(name: str, state: dict[str, Any]) -> dict[str, Any]:
+    """A method's own eval columns from its final state (its graph module's `eval_fields`), else {}."""
+    module = importlib.import_module(_known(name).graph.split(":")[0])
+    fields_of = getattr(module, "eval_fields", None)
+    return dict(fields_of(state)) if fields_of is not None and state else {}

@@ -32,7 +32,7 @@ def _categories(values: list[str] | None) -> list[int]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from recollect.cli import _context
+    from recollect.cli_args import _context
     from recollect.eval.runner import run_eval
 
     out = run_eval(
@@ -60,7 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     s = subparsers.add_parser(
         "eval", help="evaluate methods on a LoCoMo file: metrics, cost, reports and plots (resumable)",
-        description="Answer LoCoMo questions with each method, score them (specs/evaluation.md) and write "
+        description="Answer LoCoMo questions with each method, score them and write "
         "per_question.jsonl/.csv, summary.json/.md and plots to --out (default runs/<run_id>). "
         "Re-running the same command resumes an interrupted run.",
     )

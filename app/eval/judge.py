@@ -1,4 +1,4 @@
-"""The generous LLM-as-a-Judge of `specs/evaluation.md` §4.4 (categories 1–4; the caller filters).
+"""The generous LLM-as-a-Judge (categories 1–4; the caller filters).
 
 The judge sees only the question, the gold answer and the generated answer. It asks for JSON (JSON mode
 when the backend accepts it), reads the `label` leniently, falls back to a standalone upper-case

@@ -1,8 +1,8 @@
-"""Per-question metrics of `specs/evaluation.md` §4: LoCoMo token F1, Mem0 set F1, BLEU-1, recall, mg_tokens.
+"""Per-question metrics of the eval (README "Evaluating on LoCoMo"): LoCoMo token F1, Mem0 set F1, BLEU-1, recall, mg_tokens.
 
 Every function takes the prediction and gold as stored (gold may be an int, quirk Q1) and converts with
 `str()` itself, so callers can never compare an int to a string by accident. A `None` prediction is
-scored as the empty string (§4).
+scored as the empty string.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _text(value: Any) -> str:
 
 
 def normalize_answer(text: str) -> str:
-    """LoCoMo normalisation N(s), §4.1 steps 1–5 in order (only ASCII punctuation is removed)."""
+    """LoCoMo normalisation N(s), steps 1–5 in order (only ASCII punctuation is removed)."""
     text = text.replace(",", "").lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
@@ -74,7 +74,7 @@ def _multi_hop_f1(prediction: str, gold: str) -> float:
 def locomo_f1(
     prediction: str | None, gold: Any, category: int, variant: Literal["official", "plain"] = "official"
 ) -> float:
-    """The official LoCoMo per-question score S (§4.1), unrounded.
+    """The official LoCoMo per-question score S, unrounded.
 
     `variant="plain"` reproduces MRAgent's released scorer: plain F1 for categories 1–4 (no comma split,
     no `;` cut) and a case-sensitive `Not mentioned` test for category 5.
@@ -106,7 +106,7 @@ def _mem0_tokens(text: str) -> set[str]:
 
 
 def mem0_f1(prediction: str | None, gold: Any) -> float:
-    """Mem0's set F1 (§4.2): lower-case, `.,!?` → space, whitespace split, sets; no stemming."""
+    """Mem0's set F1: lower-case, `.,!?` → space, whitespace split, sets; no stemming."""
     pred, ref = _text(prediction), str(gold)
     if not pred or not ref:
         return 0.0
@@ -130,7 +130,7 @@ def _bleu_tokens(text: str, tokenizer: str) -> list[str]:
 
 
 def bleu1(prediction: str | None, gold: Any, tokenizer: str = BLEU_TOKENIZER) -> float:
-    """Sentence BLEU-1 (§4.3): weights (1,0,0,0), smoothing method1, gold as the single reference."""
+    """Sentence BLEU-1: weights (1,0,0,0), smoothing method1, gold as the single reference."""
     hyp = _bleu_tokens(_text(prediction).lower(), tokenizer)
     ref = _bleu_tokens(str(gold).lower(), tokenizer)
     if not hyp or not ref:
@@ -144,7 +144,7 @@ def bleu1(prediction: str | None, gold: Any, tokenizer: str = BLEU_TOKENIZER) ->
 
 
 def evidence_recall(retrieved_ids: Iterable[str], gold_ids: Iterable[str]) -> float | None:
-    """|R ∩ G| / |G| over turn ids; None when G is empty (such questions are excluded, §4.5)."""
+    """|R ∩ G| / |G| over turn ids; None when G is empty (such questions are excluded)."""
     gold = set(gold_ids)
     if not gold:
         return None
@@ -175,7 +175,7 @@ def mg_tokens(text: str) -> float:
 
 
 def score_prediction(prediction: str | None, gold: Any, category: int) -> dict[str, float | None]:
-    """All lexical scores of one answer; Mem0 F1 and BLEU-1 are None for category 5 (§4.2, §4.3)."""
+    """All lexical scores of one answer; Mem0 F1 and BLEU-1 are None for category 5 ()."""
     f1 = locomo_f1(prediction, gold, category)
     adversarial = category == 5
     return {

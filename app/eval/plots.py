@@ -1,4 +1,4 @@
-"""Eval plots (specs/evaluation.md §7.3). matplotlib is the optional `plots` extra: it is imported inside
+"""Eval plots. matplotlib is the optional `plots` extra: it is imported inside
 `write_plots` only, with the non-interactive Agg backend, so nothing else in the package needs it.
 """
 

@@ -1,4 +1,4 @@
-"""LoCoMo questions: loading with quirks Q1–Q10 (`specs/evaluation.md` §1.2) and question-set building (§3).
+"""LoCoMo questions: loading with quirks Q1–Q10 (tests/eval/test_questions.py shows each) and question-set building.
 
 The loader keeps every QA item at its original position; duplicates are collapsed only when a question
 set is built, so ids (`<sample_id>#<position>`) stay stable whatever the settings.
@@ -54,7 +54,7 @@ class Question:
 
     @property
     def category_label(self) -> str:
-        """`1 multi-hop`: reports print the number and the name together (§2)."""
+        """`1 multi-hop`: reports print the number and the name together."""
         return f"{self.category} {self.category_name}"
 
 
@@ -74,11 +74,11 @@ class QuestionSet:
 
     @property
     def no_evidence(self) -> int:
-        """Kept questions with no resolvable gold evidence (excluded from evidence recall, §4.5)."""
+        """Kept questions with no resolvable gold evidence (excluded from evidence recall)."""
         return sum(not q.evidence_ids for q in self.questions)
 
     def summary(self) -> dict[str, Any]:
-        """The effective settings and counts every report must carry (§3)."""
+        """The effective settings and counts every report must carry."""
         return {
             "dedupe": self.dedupe,
             "include_adversarial": self.include_adversarial,
@@ -110,7 +110,7 @@ def _evidence_tokens(raw: Any) -> Iterable[str]:
 
 
 def parse_evidence(raw: Any, valid_ids: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
-    """Tolerant evidence parsing (§1.2 Q4/Q9): returns (resolved canonical ids, dropped raw tokens).
+    """Tolerant evidence parsing: returns (resolved canonical ids, dropped raw tokens).
 
     `raw` may be a string, a list of strings or nested lists (observation slots). Tokens are split on
     runs of `;`, `,` and whitespace, canonicalised through integers (`D30:05` → `D30:5`, `D:11:26` →
@@ -230,7 +230,7 @@ def build_question_set(
     conversations: Iterable[str] | None = None,
     limit: int | None = None,
 ) -> QuestionSet:
-    """The scored questions (§3): category and conversation filters, exact-duplicate collapse, per-conversation limit.
+    """The scored questions: category and conversation filters, exact-duplicate collapse, per-conversation limit.
 
     Duplicates are keyed by (sample_id, question text as stored, str(gold)), category excluded; the first
     occurrence in file order is kept. Category 5 joins when `include_adversarial` is on (or when it is

@@ -1,4 +1,4 @@
-"""Published reference numbers (specs/evaluation.md §6), keyed by LoCoMo category number.
+"""Published reference numbers, keyed by LoCoMo category number.
 
 They are shown next to our numbers in every summary, each table with the LLM, the judge and the
 protocol the paper used, because J and F1 only compare within one protocol.
@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from recollect.eval.report import pct
+
+def pct(v: float | None) -> str:
+    """A 0-1 metric as a percentage with 2 decimals; "–" when there is none (shared by the report's tables)."""
+    return "–" if v is None else f"{100 * v:.2f}"
+
 
 # Each table: which of our metrics it compares ("metric"), its columns, its rows
 # (backbone, method, values) and which of our methods correspond to which paper row name.

@@ -1,4 +1,4 @@
-"""Aggregation and report files of an eval run (specs/evaluation.md §5, §7).
+"""Aggregation and report files of an eval run.
 
 Aggregates are computed from the stored per-question rows only:
 - per category: plain means with `n`; overall = micro-average over categories 1–4 (macro shown apart);
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from recollect.eval.questions import CATEGORY_NAMES
+from recollect.eval.reference import pct
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _split_name(path: Path) -> str:
 
 def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurrency: int, ctx: Any,
                  ingest_log: dict[str, Any]) -> dict[str, Any]:
-    """Everything §7.2 asks the summary to state about how the numbers were made."""
+    """Everything the summary states about how the numbers were made."""
     import nltk
 
     from recollect.eval.judge import JUDGE_PROMPT_VERSION
@@ -187,10 +188,6 @@ def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurr
 
 
 # --------------------------------------------------------------------------------------------- markdown
-
-
-def pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.2f}"
 
 
 def _num(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -317,7 +314,7 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    from recollect.eval.runner import ROW_FIELDS
+    from recollect.eval.rows import ROW_FIELDS
 
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(ROW_FIELDS))

@@ -1,4 +1,4 @@
-"""`recollect score INPUT.jsonl`: offline lexical scoring of predictions (`specs/evaluation.md` §7).
+"""`recollect score INPUT.jsonl`: offline lexical scoring of predictions (the eval (README "Evaluating on LoCoMo")).
 
 Input lines carry `prediction`, `gold` (str or int) and `category` (1–5); other keys are ignored. Output
 is one JSON object per input line, in input order: `line`, `locomo_f1`, `locomo_f1_r3`, `mem0_f1`, `bleu1`

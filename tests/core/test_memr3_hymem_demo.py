@@ -44,7 +44,7 @@ def test_demo_ingests_memr3_and_hymem_and_answers_with_both(monkeypatch: pytest.
     monkeypatch.setattr(cli, "_context", lambda args: AllMethodsContext(data_dir=data_dir, chat_model=model))
     assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
-    assert "hymem: " in out and "Level-1 summaries" in out
+    assert "hymem: " in out and "sessions summarised" in out
     for question, _ in cli.DEMO_QUESTIONS:
         for method in ("memr3", "hymem", "rag"):
             assert f"== {method}: {question}" in out

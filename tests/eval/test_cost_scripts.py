@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks import devslice, mgretrieval_cost, mragent_cost, runtime_numerics
-from recollect.graphs.mgretrieval.memory import DOC_TURN
+from recollect.graphs.mgretrieval.vocabulary import DOC_TURN
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
@@ -45,7 +45,7 @@ def test_mgretrieval_fake_answers_the_format_asked_for(data_dir: str, fmt: str) 
 
 @pytest.mark.parametrize(("fmt", "calls_per_session"), [("compact", 2), ("compact_merged", 1), ("json", 2)])
 def test_mragent_fake_answers_the_format_asked_for(data_dir: str, fmt: str, calls_per_session: int) -> None:
-    from recollect.graphs.mragent.memory import CueTagGraph
+    from recollect.graphs.mragent.store import CueTagGraph
 
     model = mragent_cost.scripted_model()
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")

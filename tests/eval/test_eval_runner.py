@@ -12,7 +12,9 @@ import pytest
 
 from recollect.eval.judge import JudgeResult
 from recollect.eval.metrics import normalize_answer
-from recollect.eval.runner import ROW_FIELDS, EvalError, load_rows, run_eval
+from recollect.eval.plan import EvalError
+from recollect.eval.rows import ROW_FIELDS, load_rows
+from recollect.eval.runner import run_eval
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 
@@ -243,7 +245,7 @@ def test_resume_refuses_another_judge(data_dir: str, tmp_path: Path) -> None:
 
 def test_aux_model_usage_is_split_from_the_main_llm() -> None:
     from recollect.eval.reference import _our_values
-    from recollect.eval.runner import aux_split
+    from recollect.eval.rows import aux_split
 
     usage = {"calls": 3, "mg_tokens": 1000.0,
              "by_node": {"select_keywords": {"calls": 1, "mg_tokens": 400.0},
@@ -258,12 +260,6 @@ def test_aux_model_usage_is_split_from_the_main_llm() -> None:
 
 def test_rows_and_summary_show_what_the_answer_rewrite_did() -> None:
     from recollect.eval.report import _rewrite_lines, summarize_method
-    from recollect.eval.runner import draft_answer
-
-    trace = [{"node": "navigate", "answer": "x"},
-             {"node": "answer", "draft": "She went there on 8 May 2023.", "answer": "8 May 2023"}]
-    assert draft_answer(trace) == "She went there on 8 May 2023."
-    assert draft_answer([{"node": "answer", "answer": "8 May 2023"}]) is None  # no rewrite made
 
     def row(f1: float, draft_f1: float | None) -> dict[str, Any]:
         return {"method": "mragent", "category": 2, "judge_score": None, "wall_time_s": 1.0, "locomo_f1": f1,
