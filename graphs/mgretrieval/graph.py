@@ -17,7 +17,7 @@ memory keeps H(r-1) ∪ R̃(r)) and `mg_rewrite_keep_draft` (the rewrite may not
 (rounds.py) are deterministic. Trace records of LLM nodes carry `llm_role` ("aux" or "main") so costs
 can be reported separately. Budgets (keywords, rounds, new memories per round, critical memories,
 prompt size) are enforced in the nodes, never by the prompt. See README.md in this folder ("The graph")
-and docs/mgretrieval.md.
+and graphs/mgretrieval/DESIGN.md.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class MGRetrievalSettings:
     # such groups after every other group, "in_order" is the spec.
     mg_speaker_only_groups: Literal["last", "in_order"] = setting(
         "last", "MGRetrieval: where keyword groups made only of speaker names go in the pyramid (in_order = spec)", paper="in_order")
-    # --- MGRetrieval retrieval-round improvements (docs/mgretrieval.md, "Retrieval rounds"); each
+    # --- MGRetrieval retrieval-round improvements (graphs/mgretrieval/DESIGN.md, "Retrieval rounds"); each
     # deviates from the spec, whose behaviour is one value away. The 1.5B model called round 1
     # sufficient on thin evidence every time, and narrow keyword groups showed ~9 turns.
     mg_assess_grounding: bool = setting(

@@ -1,7 +1,7 @@
 """MRAgent's ingestion reply formats: the reply schemas of call A (rewrite) and call B (cues), the
 compact JSON schemas sent to the endpoint, and `FORMATS`, one entry per `mra_ingest_format` value.
 
-docs/mragent.md shows the three formats side by side; README.md in this folder says what each call does.
+graphs/mragent/DESIGN.md shows the three formats side by side; README.md in this folder says what each call does.
 """
 
 from __future__ import annotations

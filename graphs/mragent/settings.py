@@ -42,7 +42,7 @@ class MRAgentSettings:
     # --- mra_ingest_format (issue 12: fewer generated tokens at ingestion; formats.py in this folder)
     # "json" is the spec's keyed replies, kept so a benchmark can restore the old path. "compact" asks
     # for positional arrays with local numbers and "" for the session date (same memory, about 40%
-    # fewer generated tokens; docs/mragent.md). "compact_merged" also writes each sentence's cues in
+    # fewer generated tokens; graphs/mragent/DESIGN.md). "compact_merged" also writes each sentence's cues in
     # the rewrite call: one call per window instead of two. Changing it re-ingests (new cache keys).
     mra_ingest_format: Literal["compact", "compact_merged", "json"] = setting(
         "compact", "MRAgent: ingestion reply format: compact arrays (compact), compact with the cues in the "
@@ -53,14 +53,14 @@ class MRAgentSettings:
     # sentence's content words (no stopwords, at least 3 characters, at most 30) as its cues, plus the
     # speaker. The 1.5B model's call B copied nearly every word of each sentence, "the" and "you"
     # included, and was about a third of MRAgent's generated tokens at ingestion; the measured effect is
-    # in docs/mragent.md. "llm" = the spec. Ignored by compact_merged, whose cues come with call A.
+    # in graphs/mragent/DESIGN.md. "llm" = the spec. Ignored by compact_merged, whose cues come with call A.
     mra_ingest_cues: Literal["lexical", "llm"] = setting(
         "lexical", "MRAgent: cues from each sentence's content words, no call (lexical), or the spec's cue "
                    "extraction call per window (llm); set at ingest", paper="llm")
     # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
     # short span with absolute dates, the rewrite MGRetrieval's spec ends with (app/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,
-    # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in docs/mragent.md.
+    # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in graphs/mragent/DESIGN.md.
     mra_answer_rewrite: bool = setting(
         True, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
 

@@ -52,7 +52,7 @@ KW = {
     "D1:8": ["cherry", "fig", "grape"],
 }
 Q = "What did Ann say about fruit?"
-# The spec's retrieval rounds: every improvement of docs/mgretrieval.md "Retrieval rounds" switched off.
+# The spec's retrieval rounds: every improvement of graphs/mgretrieval/DESIGN.md "Retrieval rounds" switched off.
 SPEC: dict[str, Any] = {"mg_assess_grounding": False, "mg_dense_fill": 0, "mg_exhausted_fallback": "stop",
                         "mg_keep_critical_when_none": False, "mg_rewrite_keep_draft": False}
 ID = re.compile(r"\[(D\d+:\d+)\]")

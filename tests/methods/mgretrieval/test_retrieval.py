@@ -1,4 +1,4 @@
-"""MGRetrieval's retrieval-round improvements (docs/mgretrieval.md "Retrieval rounds"), scripted models.
+"""MGRetrieval's retrieval-round improvements (graphs/mgretrieval/DESIGN.md "Retrieval rounds"), scripted models.
 
 Same fixture as test_graph.py (8 turns by Ann, Φ known exactly):
 
