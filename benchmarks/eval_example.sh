@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-/work/shared/data/locomo/locomo_dev.json}"
-METHODS="$(.venv/bin/python -c 'from recollect.runner import available_methods; print(",".join(available_methods()))')"
+METHODS="$(.venv/bin/python -c 'from recollect import available_methods; print(",".join(available_methods()))')"
 
 .venv/bin/python -m recollect.cli --data-dir runs/eval_example/data eval --data "$DATA" \
   --methods "$METHODS" --conversations conv-30 --max-sessions 2 --categories 1,2,4 --limit 3 \
