@@ -22,9 +22,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from recollect.llm.structured import json_objects
+from recollect.prompts import PROMPTS_DIR
 
 JUDGE_PROMPT_VERSION = "judge_v1"
-JUDGE_PROMPT_PATH = Path(__file__).resolve().parents[2] / "prompts" / "judge" / f"{JUDGE_PROMPT_VERSION}.md"
+JUDGE_PROMPT_PATH = PROMPTS_DIR / "judge" / f"{JUDGE_PROMPT_VERSION}.md"  # packaged in a wheel, else the checkout
 MAX_ATTEMPTS = 3
 LABELS = ("CORRECT", "WRONG")
 
