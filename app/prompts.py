@@ -8,18 +8,16 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+
+from recollect.packaged import packaged_path
 
 
 def _prompts_dir() -> Path:
     """`RECOLLECT_PROMPTS_DIR`, else the copy inside an installed wheel, else the checkout's prompts/."""
     if os.environ.get("RECOLLECT_PROMPTS_DIR"):
         return Path(os.environ["RECOLLECT_PROMPTS_DIR"])
-    packaged = Path(str(resources.files("recollect") / "prompt_files"))
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[1] / "prompts"
+    return packaged_path("prompt_files", "prompts")
 
 
 PROMPTS_DIR = _prompts_dir()
