@@ -35,3 +35,16 @@ def run_graph(compiled: Any, ctx: AllMethodsContext, namespace: str, question: s
 
 def nodes(trace: list[dict[str, Any]]) -> list[str]:
     return [r["node"] for r in trace]
+
+
+def stop_process_group(proc: Any, grace_s: float = 30.0) -> None:
+    """SIGTERM a server started with `start_new_session=True` (its whole group), SIGKILL it after `grace_s`."""
+    import os
+    import signal
+    import subprocess
+
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)

@@ -18,6 +18,7 @@ from recollect.ingestion import ingest_conversation
 from recollect.llm.local_runtime import free_port
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
+from tests.helpers import stop_process_group
 
 pytestmark = [pytest.mark.service, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,11 +54,7 @@ def server(chat_model, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
             pytest.fail(f"server did not start: {(data / 'serve.log').read_text()[-3000:]}")
         yield url
     finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+        stop_process_group(proc, grace_s=20)
         log.close()
 
 

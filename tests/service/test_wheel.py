@@ -11,7 +11,6 @@ of recollect is not visible there); pip installs the wheel alone with --no-deps 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import stop_process_group
 from tests.service.scripted_endpoint import ScriptedEndpoint
 
 pytestmark = [pytest.mark.service]
@@ -137,9 +137,5 @@ def test_serve_from_the_wheel_answers_an_sdk_run(wheel_venv: tuple[Path, Path], 
             assert out["answer"] == "Biscuit"
             assert (data / "server" / "langgraph.json").is_file()  # the generated config, not the checkout's
         finally:
-            os.killpg(proc.pid, 15)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
+            stop_process_group(proc)
             log.close()
