@@ -49,6 +49,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         dedupe=not args.no_dedupe,
         resume=not args.restart,
         max_sessions=args.max_sessions,
+        sample=args.sample,
+        seed=args.seed,
         show_progress=not args.quiet,
     )
     print(f"report: {out / 'summary.md'}")
@@ -69,6 +71,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--conversations", nargs="+", metavar="ID", help="sample ids, e.g. conv-26 (default: all)")
     s.add_argument("--categories", nargs="+", metavar="C", help="category numbers (default: 1,2,3,4)")
     s.add_argument("--limit", type=int, help="first N selected questions per conversation (smoke runs)")
+    s.add_argument("--sample", type=int, help="a stratified sample of N of the selected questions, in proportion "
+                                             "to their categories (fixed by --seed)")
+    s.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     s.add_argument("--max-sessions", type=int, metavar="N",
                    help="use only the first N sessions of each conversation, and only questions whose gold "
                    "evidence lies in them (namespace locomo-<id>-sN)")

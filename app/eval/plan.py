@@ -19,6 +19,7 @@ from recollect.eval.questions import (
     Question,
     QuestionSet,
     build_question_set,
+    stratified_sample,
 )
 
 JUDGED_CATEGORIES = (1, 2, 3, 4)
@@ -40,6 +41,8 @@ class Plan:
     duplicate_of: dict[str, str]
     max_sessions: int | None
     limit: int | None
+    sample: int | None = None  # a stratified sample of this many questions (by category), else all selected
+    seed: int = 0
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -124,6 +127,8 @@ def plan_run(
     include_adversarial: bool = False,
     dedupe: bool = True,
     max_sessions: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
 ) -> Plan:
     """Validate the request and select the questions; raises `EvalError`/`ValueError` naming the problem."""
     path = Path(data_path)
@@ -149,11 +154,15 @@ def plan_run(
             continue
         taken[q.sample_id] = taken.get(q.sample_id, 0) + 1
         questions.append(q)
+    if sample is not None:
+        if sample < 1:
+            raise EvalError(f"--sample must be at least 1, got {sample}")
+        questions = stratified_sample(questions, sample, seed)
     if not questions:
         raise EvalError("the selection holds no questions (check --conversations, --categories, --max-sessions)")
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     return Plan(path, sha, chosen_methods, by_id, qset, questions,
-                {} if dedupe else _duplicate_map(qset.questions), max_sessions, limit)
+                {} if dedupe else _duplicate_map(qset.questions), max_sessions, limit, sample, seed)
 
 
 # --------------------------------------------------------------------------------------------- judge & names

@@ -283,6 +283,29 @@ def build_question_set(
     )
 
 
+def stratified_sample(questions: Sequence[Question], n: int, seed: int = 0) -> list[Question]:
+    """`n` of `questions`, each category represented in proportion to its share (largest remainder),
+    drawn with a seeded RNG inside each category, returned in file order.
+
+    The same questions, `n` and seed give the same sample on every machine, so a run can be stopped,
+    resumed and compared with another method's run question by question.
+    """
+    if n >= len(questions):
+        return list(questions)
+    by_cat: dict[int, list[Question]] = {}
+    for q in questions:
+        by_cat.setdefault(q.category, []).append(q)
+    quotas = {c: n * len(qs) / len(questions) for c, qs in by_cat.items()}
+    take = {c: int(v) for c, v in quotas.items()}
+    for c in sorted(quotas, key=lambda c: (-(quotas[c] - take[c]), c))[: n - sum(take.values())]:
+        take[c] += 1
+    chosen: set[str] = set()
+    for c in sorted(by_cat):
+        rng = random.Random(f"{seed}|category {c}")
+        chosen.update(q.id for q in rng.sample(by_cat[c], take[c]))
+    return [q for q in questions if q.id in chosen]
+
+
 def _replace_dup(q: Question, original: str) -> Question:
     return replace(q, is_duplicate_of=original)
 

@@ -141,6 +141,29 @@ def _git_commit(root: Path) -> str | None:
     return sha + ("-dirty" if dirty else "")
 
 
+def code_version() -> str:
+    """The code that answers: the checkout's git commit, else the installed package's version."""
+    commit = _git_commit(Path(__file__).resolve().parents[2])
+    if commit:
+        return commit
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "recollect " + version("recollect")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def provenance(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """How many rows each (code, settings) pair made, most first: a resumed run says what it mixed."""
+    counts: dict[tuple[Any, Any], int] = {}
+    for r in rows:
+        key = (r.get("code_commit"), r.get("settings_id"))
+        counts[key] = counts.get(key, 0) + 1
+    return [{"code_commit": c, "settings_id": s, "rows": n}
+            for (c, s), n in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+
 def _split_name(path: Path) -> str:
     return {"locomo10.json": "full", "locomo_dev.json": "dev"}.get(path.name, "custom")
 
@@ -166,6 +189,7 @@ def run_metadata(plan: Any, ids: dict[str, Any], config: dict[str, Any], concurr
         "conversations": list(plan.conversations),
         "max_sessions": plan.max_sessions,
         "limit_per_conversation": plan.limit,
+        "stratified_sample": {"n": plan.sample, "seed": plan.seed} if getattr(plan, "sample", None) else None,
         "dedupe": plan.qset.dedupe,
         "include_adversarial": plan.qset.include_adversarial,
         "categories": list(plan.qset.categories),
@@ -251,7 +275,9 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
         f"- questions: {qc['n_questions']} ({', '.join(f'{k}: {v}' for k, v in qc['per_category'].items())}); "
         f"dedupe={meta['dedupe']} ({qc['n_duplicates_dropped']} dropped), include_adversarial="
         f"{meta['include_adversarial']}, limit per conversation={meta['limit_per_conversation']}, "
-        f"without gold evidence (excluded from recall)={qc['n_no_evidence']}",
+        f"without gold evidence (excluded from recall)={qc['n_no_evidence']}"
+        + (f"; a stratified sample of {meta['stratified_sample']['n']} by category, seed "
+           f"{meta['stratified_sample']['seed']}" if meta.get("stratified_sample") else ""),
         f"- backbone: `{meta['backbone_model']}`; embedder `{meta['embedder']}`; concurrency {meta['concurrency']}",
         f"- judge: `{judge or 'none'}`" + (f", prompt `{meta['judge_prompt_version']}`" if judge else "")
         + ("" if not judge or comparable else
@@ -260,6 +286,9 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
         f"{meta['nltk_version']}); token estimator `{meta['token_estimator']}`",
         "- metrics ×100 with 2 decimals; overall = micro-average over categories 1-4; `err` = method errors "
         "(prediction \"\", scored, never dropped); cost columns are means per question",
+        *(["- rows by the code and settings that made them: " + "; ".join(
+            f"`{p['code_commit']}` / settings `{p['settings_id']}`: {p['rows']}" for p in meta["provenance"])]
+          if meta.get("provenance") else []),
     ]
 
 
@@ -296,12 +325,16 @@ def _rewrite_lines(s: dict[str, Any]) -> list[str]:
             f"{pct(rw['final_locomo_f1'])} after.", ""]
 
 
-def summary_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+def summary_markdown(summary: dict[str, Any], meta: dict[str, Any], iv: dict[str, Any] | None = None) -> str:
     from recollect.eval.reference import reference_markdown
 
     with_adv = any("locomo_f1_with_adversarial" in s["overall"] for s in summary.values())
     lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), "", "## Overall (all methods)", "",
              *_cross_method(summary, with_adv), ""]
+    if iv is not None:
+        from recollect.eval.intervals import intervals_markdown
+
+        lines += intervals_markdown(iv)
     for method, s in summary.items():
         lines += [f"## {method}", "", *_method_table(s), "", *_keyword_round_lines(s), *_rewrite_lines(s)]
     lines += ["## Memory construction (per conversation, not counted in the question cost)", "",
@@ -326,18 +359,23 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def write_reports(out: Path, rows: Sequence[dict[str, Any]], meta: dict[str, Any], methods: Sequence[str],
                   plots: bool = True) -> dict[str, Any]:
     """per_question.csv, summary.json, summary.md and (when matplotlib is installed) the plots."""
+    from recollect.eval.intervals import intervals
     from recollect.eval.reference import REFERENCE_TABLES
 
     summary = summarize(rows, methods, meta["categories"])
+    iv = intervals(rows, methods)
+    meta = {**meta, "provenance": provenance(rows)}
     write_csv(out / "per_question.csv", rows)
-    doc = {"metadata": meta, "methods": summary, "reference": REFERENCE_TABLES}
+    doc = {"metadata": meta, "methods": summary, "intervals": iv, "reference": REFERENCE_TABLES}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "summary.md").write_text(summary_markdown(summary, meta), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(summary, meta, iv), encoding="utf-8")
     if plots:
+        from recollect.eval.intervals import write_accuracy_vs_seconds
         from recollect.eval.plots import write_plots
 
         try:
             write_plots(out, summary, meta["judge_model"] is not None)
+            write_accuracy_vs_seconds(out / "accuracy_vs_seconds.png", iv)
         except ImportError as exc:  # matplotlib is the optional `plots` extra
             log.warning("plots skipped (install the `plots` extra): %s", exc)
     return doc

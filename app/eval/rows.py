@@ -33,6 +33,9 @@ ROW_FIELDS = (
     "prompt_tokens", "completion_tokens", "cached_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
     "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns", "mg_ungrounded_sufficient_rounds",
     "draft_answer", "draft_locomo_f1",
+    # provenance: the code (git commit, "-dirty" with uncommitted changes, or the installed version) and the
+    # settings (a hash of the run's context settings) this row was made with; a resumed run may mix them
+    "code_commit", "settings_id",
 )
 JSONL_NAME = "per_question.jsonl"
 
@@ -135,6 +138,7 @@ def evaluate_pair(
     row = {
         "run_id": ids["run_id"], "method": method, "backbone_model": ids["backbone_model"],
         "judge_model": ids["judge_model"], "sample_id": q.sample_id, "question_id": q.id,
+        "code_commit": ids.get("code_commit"), "settings_id": ids.get("settings_id"),
         "category": q.category, "category_name": q.category_name, "question": q.question, "gold": q.gold,
         "prediction": prediction, "is_duplicate_of": q.is_duplicate_of or plan.duplicate_of.get(q.id),
         **score_prediction(prediction, q.gold, q.category),

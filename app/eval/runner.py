@@ -86,6 +86,7 @@ def run_config(plan: Plan, judge_model: str | None, backbone: str, ctx: AllMetho
         "conversations": sorted(plan.conversations),
         "categories": list(plan.qset.categories),
         "limit": plan.limit,
+        **({"sample": plan.sample, "seed": plan.seed} if plan.sample is not None else {}),
         "max_sessions": plan.max_sessions,
         "dedupe": plan.qset.dedupe,
         "include_adversarial": plan.qset.include_adversarial,
@@ -203,6 +204,8 @@ def run_eval(
     resume: bool = True,
     *,
     max_sessions: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
     show_progress: bool = True,
     plots: bool = True,
 ) -> Path:
@@ -211,14 +214,17 @@ def run_eval(
 
     ctx = ctx or AllMethodsContext()
     plan = plan_run(data_path, methods, conversations, categories, limit, concurrency,
-                    include_adversarial, dedupe, max_sessions)
+                    include_adversarial, dedupe, max_sessions, sample, seed)
     judge_obj, judge_model = resolve_judge(judge, ctx)
     backbone = backbone_name(ctx)
     config = run_config(plan, judge_model, backbone, ctx)
     run_id = make_run_id(config)
     out = Path(out_dir) if out_dir is not None else Path("runs") / run_id
     out.mkdir(parents=True, exist_ok=True)
-    ids: dict[str, str | None] = {"run_id": run_id, "backbone_model": backbone, "judge_model": judge_model}
+    ids: dict[str, str | None] = {"run_id": run_id, "backbone_model": backbone, "judge_model": judge_model,
+                                  "code_commit": report.code_version(),
+                                  "settings_id": hashlib.sha256(json.dumps(config["context"], sort_keys=True,
+                                                                           default=str).encode()).hexdigest()[:12]}
 
     jsonl = out / JSONL_NAME
     _check_dataset(out, plan.dataset_sha256)
