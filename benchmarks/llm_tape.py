@@ -7,6 +7,7 @@ settings), and then every reply, hence every answer, is the same. The replay nee
 minutes where the recorded run took hours.
 
     python benchmarks/llm_tape.py record runs/tape.jsonl -- --data-dir D eval --data F ...   # real model
+    PYTHONPATH=../old python benchmarks/llm_tape.py replay --import-root app T -- ...  # an older checkout's code
     python benchmarks/llm_tape.py replay runs/tape.jsonl -- --data-dir D2 eval --data F ...  # no model
     python benchmarks/llm_tape.py compare runs/before runs/after    # the two runs' rows, field by field
 
@@ -159,12 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=["record", "replay"])
     p.add_argument("tape", type=Path)
+    # Which code answers: this checkout's `recollect`, or a checkout from before the one import root
+    # (`app`, run with PYTHONPATH=<that checkout>). Never a fallback from one to the other: an editable
+    # install of recollect is importable from anywhere, and a replay of the old code must not run it.
+    p.add_argument("--import-root", choices=["recollect", "app"], default="recollect")
     args = p.parse_args(argv[:cut])
     command = argv[cut + 1:]
 
     # Before and after the move to one import root, the model factory lives in different modules.
-    models = _import_any("recollect.llm.models", "app.llm.models")
-    cli = _import_any("recollect.cli", "app.cli")
+    root = args.import_root
+    models = _import_any(f"{root}.llm.models")
+    cli = _import_any(f"{root}.cli")
     original = models._openai
     holder: dict[str, Tape] = {}
 
@@ -183,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "replay":
         # No model server: the replay answers every request. The client still asks for the embedded
         # model's alias and whitespace setting, which the settings decide, so the requests match.
-        local = _import_any("recollect.llm.local_runtime", "app.llm.local_runtime")
+        local = _import_any(f"{root}.llm.local_runtime")
 
         class NoServer(local.LocalServer):
             def start(self, timeout_s: float = 180.0) -> Any:
