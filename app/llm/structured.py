@@ -70,7 +70,7 @@ def json_objects(text: str) -> list[Any]:
         j = min(starts)
         try:
             obj, end = decoder.raw_decode(text, j)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: a reply nested deeper than Python parses
             i = j + 1
             continue
         if isinstance(obj, dict | list):
@@ -162,7 +162,7 @@ def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency
     prompt_text = "\n".join(m.content if isinstance(m.content, str) else json.dumps(m.content) for m in messages)
     completion_text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
     if msg.tool_calls:
-        completion_text += json.dumps([tc.get("args") for tc in msg.tool_calls])
+        completion_text += _dumps([tc.get("args") for tc in msg.tool_calls])
     meta = msg.usage_metadata or {}
     estimated = not meta or not meta.get("input_tokens")
     prompt_tokens = estimate_tokens(prompt_text) if estimated else int(meta.get("input_tokens", 0))
@@ -252,13 +252,13 @@ def call_structured(
         result.attempts = attempt
         result.message = msg
         text, args = _reply_payload(msg)
-        result.raw = text if args is None else json.dumps(args)
+        result.raw = text if args is None else _dumps(args)
         try:
             data = args if args is not None else extract_json(text)
             result.value = schema.model_validate(data)
             result.error = None
             return result
-        except (ValidationError, ValueError, TypeError) as exc:
+        except (ValidationError, ValueError, TypeError, RecursionError) as exc:
             result.error = _short_error(exc)
         if attempt == 1:
             convo = convo + [
@@ -268,7 +268,17 @@ def call_structured(
     return result
 
 
+def _dumps(args: Any) -> str:
+    """Tool-call arguments as text for the trace and the retry; a structure too deep to print is named, not raised."""
+    try:
+        return json.dumps(args)
+    except (RecursionError, TypeError, ValueError):
+        return "(tool-call arguments too deeply nested to show)"
+
+
 def _short_error(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "the reply is nested too deeply to read"
     if isinstance(exc, ValidationError):
         parts = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]]
         return "; ".join(parts)

@@ -43,7 +43,7 @@ def call_args(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # a model can nest arguments deeper than Python parses
             return raw
     return {} if raw is None else raw
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
@@ -144,3 +145,17 @@ def test_embedded_server_gets_the_schema_as_a_compact_llguidance_grammar() -> No
     assert mode["response_format"] == {"type": "json_object"} and "extra_body" not in mode
     flexible = _openai("http://127.0.0.1:9/v1", "x", "m")._get_request_payload([H(content="hi")], **fmt)
     assert flexible["response_format"]["schema"] == Pick.model_json_schema() and "extra_body" not in flexible
+
+
+@pytest.mark.parametrize("reply", ["[" * 3000 + "]" * 3000, '{"a": ' * 2500 + "1" + "}" * 2500, "[" * 5000])
+def test_a_reply_nested_too_deep_falls_back_instead_of_raising(reply: str) -> None:
+    from pydantic import BaseModel
+
+    from recollect.llm.scripted import scripted
+    from recollect.llm.structured import call_structured
+
+    class Answer(BaseModel):
+        answer: str
+
+    res = call_structured(scripted([reply, reply]), [HumanMessage(content="q")], Answer, node="t", method="json_mode")
+    assert res.value is None and res.error and res.attempts == 2
