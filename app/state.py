@@ -52,6 +52,7 @@ class OutputState(TypedDict, total=False):
     supports: list[str]
     answer_before_rewrite: str | None
     shown_turn_ids: list[str]
+    retrieved_turn_ids: list[str]
     evidence: list[str]
     gaps: list[str]
     masks: list[str]
@@ -81,6 +82,10 @@ class MemoryState(TypedDict):
     # every turn id whose text some prompt of this question showed the model, in first-shown order (the
     # eval's evidence recall and the date step read it; each trace record also names its own)
     shown_turn_ids: NotRequired[Annotated[list[str], union_ids]]
+    # every turn id some retrieval step of this question brought in as a candidate, before the prompt
+    # budget or a cap dropped any (the eval's `evidence_retrieved`: retrieved but never shown = a packing
+    # or cap loss)
+    retrieved_turn_ids: NotRequired[Annotated[list[str], union_ids]]
     retrieved: NotRequired[list[dict[str, Any]]]
     iteration: NotRequired[int]
     # answer

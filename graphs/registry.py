@@ -119,6 +119,16 @@ def aux_llm_nodes() -> frozenset[str]:
     return frozenset().union(*(getattr(m, "AUX_LLM_NODES", frozenset()) for m in _graph_modules()))
 
 
+def memory_turn_ids(name: str, ws: Any, namespace: str, ctx: Context) -> set[str]:
+    """Turns method `name`'s built memory can reach at all (the eval's `evidence_in_memory`): its
+    builder module's `turn_ids_in_memory`; a method with no memory of its own reaches every stored turn."""
+    builder = _known(name).memory
+    if builder is None:
+        return set(ws.turns(namespace))
+    module = importlib.import_module(BUILDERS[builder].split(":")[0])
+    return set(module.turn_ids_in_memory(ws, namespace, ctx))
+
+
 def method_eval_fields(name: str, state: dict[str, Any]) -> dict[str, Any]:
     """A method's own eval columns from its final state (its graph module's `eval_fields`), else {}."""
     module = importlib.import_module(_known(name).graph.split(":")[0])

@@ -79,9 +79,13 @@ def per_category(plt: Any, path: Path, summary: dict[str, Any], judged: bool) ->
 
 
 def write_plots(out: Path, summary: dict[str, Any], judged: bool) -> list[Path]:
-    """accuracy_vs_tokens.png and per_category.png in `out`; raises ImportError without matplotlib."""
+    """accuracy_vs_tokens.png, per_category.png and evidence_funnel.png in `out`; raises ImportError
+    without matplotlib."""
+    from recollect.eval.funnel import plot_funnel
+
     plt = _pyplot()
-    paths = [out / "accuracy_vs_tokens.png", out / "per_category.png"]
+    paths = [out / "accuracy_vs_tokens.png", out / "per_category.png", out / "evidence_funnel.png"]
     accuracy_vs_tokens(plt, paths[0], summary, judged)
     per_category(plt, paths[1], summary, judged)
+    plot_funnel(plt, paths[2], summary)
     return paths

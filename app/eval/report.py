@@ -21,13 +21,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from recollect.eval.funnel import FUNNEL_FIELDS, funnel_markdown
 from recollect.eval.questions import CATEGORY_NAMES
 from recollect.eval.reference import pct
 
 log = logging.getLogger(__name__)
 
 JUDGED = (1, 2, 3, 4)
-MEAN_FIELDS = ("mem0_f1", "bleu1", "evidence_recall", "session_recall", "support_recall")
+MEAN_FIELDS = ("mem0_f1", "bleu1", "evidence_recall", "session_recall", "support_recall", *FUNNEL_FIELDS)
 COST_FIELDS = ("n_llm_calls", "n_llm_calls_aux", "prompt_tokens", "completion_tokens", "total_tokens", "mg_tokens", "mg_tokens_main",
                "mg_tokens_aux")
 
@@ -335,6 +336,7 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any], iv: dict[str
         from recollect.eval.intervals import intervals_markdown
 
         lines += intervals_markdown(iv)
+    lines += funnel_markdown(summary, meta["categories"])
     for method, s in summary.items():
         lines += [f"## {method}", "", *_method_table(s), "", *_keyword_round_lines(s), *_rewrite_lines(s)]
     lines += ["## Memory construction (per conversation, not counted in the question cost)", "",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recollect.eval.funnel import funnel_fields
 from recollect.eval.metrics import evidence_recall, score_prediction, session_recall
 from recollect.eval.plan import JUDGED_CATEGORIES, EvalError, Plan, namespace_for
 from recollect.eval.questions import ADVERSARIAL_CATEGORY, Question, adversarial_options, map_option_reply
@@ -29,7 +30,10 @@ ROW_FIELDS = (
     "run_id", "method", "backbone_model", "judge_model", "sample_id", "question_id", "category",
     "category_name", "question", "gold", "prediction", "is_duplicate_of", "locomo_f1", "locomo_f1_r3",
     "mem0_f1", "bleu1", "judge_label", "judge_score", "judge_error", "evidence_ids", "retrieved_turn_ids",
-    "evidence_recall", "session_recall", "supports", "support_recall", "n_llm_calls", "n_llm_calls_aux",
+    "evidence_recall", "session_recall", "supports", "support_recall",
+    # the evidence funnel (recollect.eval.funnel): gold turns in memory, retrieved, shown, cited, and the last
+    # stage each gold turn reached
+    "evidence_in_memory", "evidence_retrieved", "evidence_shown", "evidence_cited", "evidence_stages", "n_llm_calls", "n_llm_calls_aux",
     "prompt_tokens", "completion_tokens", "cached_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
     "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns", "mg_ungrounded_sufficient_rounds",
     "draft_answer", "draft_locomo_f1",
@@ -147,6 +151,7 @@ def evaluate_pair(
         "evidence_recall": evidence_recall(retrieved, q.evidence_ids),
         "session_recall": session_recall(retrieved, q.evidence_ids),
         "supports": supports, "support_recall": evidence_recall(supports, q.evidence_ids),
+        **funnel_fields(method, ctx, namespace, state, list(q.evidence_ids)),
         "n_llm_calls": int(usage.get("calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
         "completion_tokens": int(usage.get("completion_tokens", 0)),
         "cached_tokens": int(usage.get("cached_tokens", 0)), "token_source": token_source(usage),

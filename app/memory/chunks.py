@@ -80,3 +80,8 @@ def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation
     index.delete(stale)  # a changed session can shift chunk boundaries
     embedded = index.upsert(units)
     return BuildReport("memr3", sessions=len(conversation.sessions), embedded=embedded)
+
+
+def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: ChunkSettings) -> set[str]:
+    """Turns some indexed chunk holds."""
+    return {t for unit in chunk_index(ws, namespace, ctx).all() for t in unit.turn_ids}

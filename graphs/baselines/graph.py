@@ -65,6 +65,7 @@ def rag_retrieve(state: MemoryState, runtime: Runtime[BaselineContext]) -> dict[
         "retrieved": snippets,
         "masks": turn_ids,
         "shown_turn_ids": turn_ids,
+        "retrieved_turn_ids": turn_ids,
         "query": state["question"],
         "trace": emit("retrieve", query_text=state["question"], chunk_ids=[u.id for u in units],
                       turn_ids=turn_ids, shown_turn_ids=turn_ids),
@@ -95,6 +96,7 @@ def full_context_answer(state: MemoryState, runtime: Runtime[BaselineContext]) -
     update = _answer_from(state, ctx, [t.render() for t in kept], shown, "full_context")
     update["masks"] = shown
     update["shown_turn_ids"] = shown
+    update["retrieved_turn_ids"] = [t.id for t in turns]  # the whole history is the candidate set
     update["trace"] = context_record + update["trace"]
     return update
 

@@ -205,6 +205,8 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         "hymem_sessions_shown": shown.sessions,
         "masks": shown_turns,
         "shown_turn_ids": shown_turns,
+        # the chosen sessions' turns, before the session cap and the prompt budget
+        "retrieved_turn_ids": [t for sid in chosen for t in sessions[sid].get("turn_ids") or []],
         "evidence": context,
     }
     if not kept_pool:  # a kept earlier answer keeps its own status and supports

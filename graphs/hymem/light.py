@@ -101,6 +101,7 @@ def light(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         "hymem_route": "reflect" if answered else "deep",
         "usage": res.usage,
         "shown_turn_ids": shown,
+        "retrieved_turn_ids": turns_of(units),  # the top summaries' linked turns, before the prompt budget
     }
     supports_from = None
     ungrounded = None

@@ -361,3 +361,10 @@ def load_summaries(ws: Workspace, namespace: str) -> dict[str, dict[str, Any]]:
     """Level-1 summary docs by id, in corpus order (session order, then item order)."""
     rows = [s for per_session in ws.docs.items(namespace, SUMMARY_DOC).values() for s in per_session]
     return {s["id"]: s for s in sorted(rows, key=lambda s: s.get("order", 0))}
+
+
+def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: Any = None) -> set[str]:
+    """Turns reachable through the memory: those of every session at least one level-1 summary links
+    to (deep retrieval reads a session's whole level-2 text once a summary of it is selected)."""
+    linked = {s.get("session") for s in load_summaries(ws, namespace).values()}
+    return {t for sid, doc in load_sessions(ws, namespace).items() if sid in linked for t in doc.get("turn_ids") or []}

@@ -49,6 +49,7 @@ def retrieve(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any
         "retrieved": snippets,
         "masks": turn_ids,
         "shown_turn_ids": turn_ids,
+        "retrieved_turn_ids": [t for u in units for t in u.turn_ids],  # before the prompt budget
         "memr3_queries": [refinement] if refinement else [],
         "query": None,
         "memr3_retrieval_attempts": state.get("memr3_retrieval_attempts", 0) + 1,

@@ -128,3 +128,8 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetr
     report.embedded = builder.sync_index()
     report.seconds = round(time.monotonic() - start, 3)
     return report
+
+
+def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: Any = None) -> set[str]:
+    """Turns some vocabulary keyword maps to (Φ): what a keyword group can ever retrieve."""
+    return {t for ids in KeywordVocabulary.load(ws, namespace).phi.values() for t in ids}

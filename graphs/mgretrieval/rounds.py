@@ -137,6 +137,8 @@ def retrieve_round(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]
         "mg_exhausted": False,
         "masks": shown,
         "retrieved": new_mems,
+        # the group's unshown turns and the dense fill, before the per-round cap and the prompt budget
+        "retrieved_turn_ids": list(dict.fromkeys([*fresh, *filled])),
         "mg_round_log": [RoundEntry(node="retrieve_round", round=rnd, speaker_only=speaker_only,
                                      cap_truncated=n_capped > 0, n_filled=len(filled_shown))],
         "trace": emit(

@@ -111,7 +111,8 @@ def seed(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any
                        set(state.get("masks") or []))
     # shown_turn_ids: the turns whose sentences the pre-selection calls showed (their trace records name them too)
     return {"mra_seed": found.sections, "mra_forced_final": ctx.mra_max_rounds <= 1, "usage": found.usage,
-            "shown_turn_ids": found.shown_turn_ids, "trace": found.records}
+            "shown_turn_ids": found.shown_turn_ids, "retrieved_turn_ids": found.retrieved_turn_ids,
+            "trace": found.records}
 
 
 def after_seed(state: MRAgentState) -> Literal["answer", "navigate"]:
@@ -268,6 +269,8 @@ def tools(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, An
         "mra_calls_total": total,
         "mra_pending_calls": [],
         "mra_forced_final": forced,
+        # the turns the calls returned; the next prompt shows what fits (`shown_turn_ids` there)
+        "retrieved_turn_ids": [t for entry in log for t in entry["shown"]],
         "trace": emit("tools", round=rnd, executed=len(log), calls_total=total, results=calls,
                       next="answer (forced: " + why + ")" if why else "navigate"),
     }

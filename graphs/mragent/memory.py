@@ -27,7 +27,7 @@ from typing import Any
 from recollect.dialogue.models import Conversation, Session
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES
 from recollect.graphs.mragent.formats import FORMATS, CueItem, CueReply, completion_cap, lexical_cues
-from recollect.graphs.mragent.layout import EVENTS_KIND, K_META, K_SESSION, METHOD, TOPICS_KIND
+from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_META, K_SESSION, METHOD, TOPICS_KIND
 from recollect.graphs.mragent.persist import SessionMemory, rebuild_indexes, save_session, session_hash
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.validation import apply_cues, validate_rewrite
@@ -131,3 +131,8 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MRAgen
     if not changed and ws.docs.get(namespace, K_META, "version") is None and done:
         rebuild_indexes(ws, namespace)
     return report
+
+
+def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: Any = None) -> set[str]:
+    """Turns some content node (event) of the cue–tag–content graph was extracted from."""
+    return {str(ev.get("origin")) for ev in ws.docs.items(namespace, K_EVENT).values() if ev.get("origin")}

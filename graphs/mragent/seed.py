@@ -234,6 +234,8 @@ class Seed:
     usage: dict[str, Any]
     records: list[dict[str, Any]]
     shown_turn_ids: list[str] = field(default_factory=list)
+    # every turn the seed's paths and cue tags reached, including those dropped for the seed budget
+    retrieved_turn_ids: list[str] = field(default_factory=list)
 
 
 def build_seed(
@@ -297,4 +299,5 @@ def build_seed(
         time_events=len(seed_out["time_events"]), cue_tags=seed_out["cue_tags"], expanded=expanded_from,
         topics=topic_ids, dropped_for_budget=dropped, seed_turn_ids=chosen,
     )
-    return Seed(seed_out, topic_ids, usage, records, found["shown_turn_ids"])
+    reached = list(dict.fromkeys([*found["shown_turn_ids"], *chosen, *dropped]))
+    return Seed(seed_out, topic_ids, usage, records, found["shown_turn_ids"], reached)

@@ -103,7 +103,8 @@ def test_end_to_end_rows_and_files(full_run: tuple[Path, FakeJudge]) -> None:
     rows = rows_of(out)
     assert len(rows) == len(METHODS) * 6
     assert all(tuple(r) == ROW_FIELDS for r in rows)  # exactly the §7.1 fields
-    for name in ("per_question.csv", "summary.json", "summary.md", "accuracy_vs_tokens.png", "per_category.png"):
+    for name in ("per_question.csv", "summary.json", "summary.md", "accuracy_vs_tokens.png", "per_category.png",
+                 "evidence_funnel.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert judge.calls == len(METHODS) * N_JUDGED  # categories 1-4 only
     by = {(r["method"], r["question_id"]): r for r in rows}
@@ -116,6 +117,14 @@ def test_end_to_end_rows_and_files(full_run: tuple[Path, FakeJudge]) -> None:
     assert by[("full_context", "conv-e1#0")]["supports"] == ["D1:1"]
     assert by[("full_context", "conv-e1#0")]["support_recall"] == 1.0
     assert by[("full_context", "conv-e1#3")]["support_recall"] == 0.0  # answered without citing a turn
+    for r in rows:  # the funnel only narrows after retrieval; shown is evidence recall, cited support recall
+        if r["evidence_shown"] is None:
+            continue
+        assert r["evidence_cited"] <= r["evidence_shown"] <= r["evidence_retrieved"], r
+        assert (r["evidence_shown"], r["evidence_cited"]) == (r["evidence_recall"], r["support_recall"])
+        assert r["evidence_in_memory"] == 1.0, r  # the chunk index and the full history hold every turn
+    assert by[("full_context", "conv-e1#0")]["evidence_stages"] == {"D1:1": "cited"}
+    assert "## Evidence funnel" in (out / "summary.md").read_text()
     assert cat["n_llm_calls_aux"] == 0 and cat["mg_tokens_main"] == cat["mg_tokens"] and cat["mg_tokens_aux"] == 0
     adv = by[("memr3", "conv-e1#5")]
     assert adv["prediction"] == "Not mentioned in the conversation" and adv["locomo_f1"] == 1.0
