@@ -1,8 +1,9 @@
 """The `recollect` command.
 
 Every failure the user can cause or fix (a bad file, an unknown namespace, an empty question, an
-unreachable endpoint) is reported as one `error:` line naming what is wrong, with exit status 2;
-nothing stored is touched by a failing command.
+unusable data directory, a missing extra, a method whose memory is not built) is reported as one
+`error:` line naming what is wrong, with exit status 2 (3: the model endpoint failed; 1: the stores
+failed underneath, e.g. a full disk); nothing stored is touched by a failing command.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import uuid
 from pathlib import Path
@@ -50,16 +52,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from recollect.dialogue.loaders import load_conversation
     from recollect.graphs.registry import BUILDERS, available_builders
     from recollect.ingestion import ingest_conversation
+    from recollect.memory.workspace import open_workspace, validate_namespace
 
     ctx = _context(args)
+    validate_namespace(args.namespace)  # a bad namespace, data directory or embedder fails before any output
+    ws = open_workspace(ctx.data_dir)
     path = Path(args.file)
     if args.file == "sample" and not path.exists():
         path = sample_dialogue_path()  # what `recollect demo` ingests, wherever recollect is installed
     conversation = load_conversation(path, args.conversation)
-    methods = available_builders() if not args.methods else [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = available_builders() if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise CLIError(f"--methods {args.methods!r} names no method (known: {', '.join(BUILDERS)})")
     unknown = [m for m in methods if m not in BUILDERS]
     if unknown:
         raise CLIError(f"unknown method(s) for ingest: {', '.join(unknown)} (known: {', '.join(BUILDERS)})")
+    _ = ws.embeddings  # loads the embedder now: a missing `embeddings` extra is reported before the banner
     print(f"ingesting {conversation.id} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
           f"into namespace {args.namespace!r}: {', '.join(methods)}")
     reports = ingest_conversation(conversation, args.namespace, ctx, methods=methods, show_progress=True)
@@ -72,12 +80,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from recollect.llm.structured import EndpointError
-    from recollect.runner import ask, sqlite_checkpointer
+    from recollect.runner import ask, require_answerable, sqlite_checkpointer
 
     ctx = _context(args)
     question = " ".join(args.question).strip()
     if not question:
         raise CLIError("the question is empty")
+    require_answerable(args.namespace, args.method, ctx)  # before the checkpoint store is opened (created)
     if args.trace:
         print(f"[{args.method}] {question}", flush=True)
     thread = args.thread or uuid.uuid4().hex[:12]
@@ -267,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     from recollect.dialogue.models import DialogueError
     from recollect.llm.local_runtime import LocalModelError
     from recollect.llm.structured import EndpointError
+    from recollect.memory.embeddings import EmbeddingsUnavailable
     from recollect.memory.workspace import NamespaceError
     from recollect.runner import ThreadError
 
@@ -275,15 +285,18 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["RECOLLECT_DATA_DIR"] = args.data_dir
     try:
         return int(args.func(args) or 0)
-    except (CLIError, DialogueError, NamespaceError, ThreadError, LocalModelError) as exc:
+    except (CLIError, DialogueError, NamespaceError, ThreadError, LocalModelError, EmbeddingsUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except EndpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
-    except ValueError as exc:
+    except ValueError as exc:  # a bad setting, an unusable data directory (DataDirError)...
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, sqlite3.Error) as exc:  # the stores failed underneath (disk full, a damaged database)
+        print(f"error: storage failed ({type(exc).__name__}): {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

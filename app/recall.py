@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,8 +114,17 @@ class RecollectRetriever(BaseRetriever):
         return super().invoke(input, config, **kwargs)
 
     async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:  # noqa: A002
+        # Resolved here, on the caller's task, where the run's config and LangGraph runtime are visible.
         kwargs["namespace"] = scoped_namespace(self.namespace, self.namespace_key, config)
         return await super().ainvoke(input, config, **kwargs)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, namespace: str | None = None
+    ) -> list[Document]:
+        # The stores and graphs are synchronous: run them in a worker thread so the event loop stays free.
+        # (BaseRetriever's default forwards no keyword arguments, so `ainvoke` failed on `namespace`.)
+        return await run_in_executor(None, self._get_relevant_documents, query,
+                                     run_manager=run_manager.get_sync(), namespace=namespace)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, namespace: str | None = None

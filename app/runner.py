@@ -6,6 +6,7 @@ everywhere: the same recursion limit, the same streamed trace records, the same 
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import time
 import uuid
@@ -19,9 +20,16 @@ from recollect.graphs.registry import (
     AllMethodsContext,
     load_graph,
     method_context,
+    missing_memory,
     step_limit,
 )
-from recollect.memory.workspace import open_workspace, validate_namespace
+from recollect.memory.workspace import (
+    DataDirError,
+    NamespaceError,
+    open_workspace,
+    usable_data_dir,
+    validate_namespace,
+)
 from recollect.settings import Context, get_settings
 
 
@@ -29,18 +37,27 @@ class ThreadError(ValueError):
     """A checkpointed thread cannot take this request."""
 
 
+class MemoryNotBuiltError(NamespaceError):
+    """The namespace lacks the memory the asked method reads, or has it for fewer sessions than it holds."""
+
+
 def checkpoint_path(data_dir: str) -> Path:
     """The one checkpoint database of a data directory: the CLI's and `recollect serve`'s threads."""
-    path = Path(data_dir).expanduser() / "checkpoints.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    return usable_data_dir(data_dir) / "checkpoints.sqlite"
 
 
 def sqlite_checkpointer(data_dir: str) -> Any:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    conn = sqlite3.connect(str(checkpoint_path(data_dir)), check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")  # the server writes the same file while the CLI reads it
+    path = checkpoint_path(data_dir)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    try:
+        # The server writes the same file while the CLI reads it. Read the PRAGMA's row: an unfinished
+        # statement keeps a read transaction open, which locks out every other writer.
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+        conn.close()
+        raise DataDirError(f"{path}: {exc}") from exc
     return SqliteSaver(conn)
 
 
@@ -53,7 +70,10 @@ async def server_checkpointer() -> AsyncIterator[Any]:
 
     conn = await aiosqlite.connect(str(checkpoint_path(get_settings().data_dir)), timeout=30)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
+        # Finish the PRAGMA's statement (see sqlite_checkpointer): left open, an idle server holds a
+        # read transaction and every CLI write to the data directory fails with "database is locked".
+        async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
+            await cursor.fetchall()
         yield AsyncSqliteSaver(conn)
     finally:
         await conn.close()
@@ -87,6 +107,34 @@ def forget(namespace: str, ctx: Context | None = None) -> dict[str, Any]:
     return dict(removed, namespace=namespace, threads=threads)
 
 
+def require_answerable(namespace: str, method: str, ctx: Context) -> None:
+    """Fail before any run or store write when `method` cannot answer from `namespace`.
+
+    Besides an invalid or never-ingested namespace, that is (unless the context injects a retriever)
+    memory the method reads that was never built, or built for fewer sessions than the namespace holds:
+    the answer would silently ignore what is missing. An error rather than a warning, because no caller
+    (CLI, API, recall tool) shows a warning beside the answer, and the fix, an incremental ingest, is cheap.
+    """
+    validate_namespace(namespace)
+    if ctx.retriever is not None:
+        return
+    info = open_workspace(ctx.data_dir).require_namespace(namespace)
+    gap = missing_memory(method, info.built, len(info.sessions))
+    if gap is None:
+        return
+    builder, covered = gap
+    ns = info.name
+    reads = f"method {method!r}" + ("" if builder == method else f" reads the {builder} memory and")
+    command = f"`recollect ingest FILE --namespace {shlex.quote(ns)} --methods {builder}`"
+    if covered is None:
+        raise MemoryNotBuiltError(f"namespace {ns!r} has no {builder} memory: {reads} cannot answer without it; "
+                                  f"build it with {command}")
+    raise MemoryNotBuiltError(
+        f"namespace {ns!r} has its {builder} memory for {covered} of its {len(info.sessions)} sessions: {reads} "
+        f"would miss the rest; complete it with {command} (only the missing sessions are built)"
+    )
+
+
 def _thread_method(data_dir: str, thread_id: str) -> str | None:
     return open_workspace(data_dir).docs.get("", "thread", thread_id)
 
@@ -113,10 +161,8 @@ def ask(
     question = (question or "").strip()
     if not question:
         raise ValueError("the question is empty")
-    validate_namespace(namespace)
     compiled = load_graph(method)
-    if ctx.retriever is None:
-        open_workspace(ctx.data_dir).require_namespace(namespace)
+    require_answerable(namespace, method, ctx)
     g = compiled.builder.compile(checkpointer=checkpointer, name=method) if checkpointer else compiled
     thread_id = thread_id or uuid.uuid4().hex[:12]
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": step_limit(method, ctx)}

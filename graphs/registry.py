@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +98,20 @@ def step_limit(name: str, ctx: Context) -> int:
     """The run's LangGraph recursion limit: the graph module's `recursion_limit(ctx)` for these settings."""
     module = importlib.import_module(_known(name).graph.split(":")[0])
     return module.recursion_limit(method_context(name, ctx))
+
+
+def missing_memory(name: str, built: Mapping[str, Any], sessions: int) -> tuple[str, int | None] | None:
+    """What method `name` lacks in a namespace of `sessions` sessions whose builders stamped `built`
+    (`NamespaceInfo.built`): None when its builder's memory covers every session, else (the builder,
+    how many sessions it covers; None when it never ran)."""
+    builder = _known(name).memory
+    if builder is None:
+        return None
+    stamp = built.get(builder)
+    if stamp is None:
+        return builder, None
+    covered = int(stamp.get("sessions", sessions)) if isinstance(stamp, Mapping) else sessions
+    return (builder, covered) if covered < sessions else None
 
 
 def available_builders() -> list[str]:

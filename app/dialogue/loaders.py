@@ -306,6 +306,10 @@ def _simple_conversation(obj: Any, path: Path, record: str, default_id: str) -> 
                 found.append(turn.speaker)
             turns.append(turn)
         sessions.append(Session(index=n, date_time=date_text, parsed=parsed, turns=tuple(turns)))
+    if not any(s.turns for s in sessions):  # an empty session is allowed, a dialogue with no turn is not
+        where = f"{prefix}sessions[0].turns: the only session has" if len(sessions) == 1 else (
+            f"{prefix}sessions: all {len(sessions)} sessions ({prefix}sessions[0]..[{len(sessions) - 1}]) have")
+        raise DialogueError(f"{path}: {where} no turns; a dialogue needs at least one turn")
     known = {"id", "speakers", "sessions"}
     extra: dict[str, Any] = {k: v for k, v in obj.items() if k not in known}
     extra["format"] = "simple"

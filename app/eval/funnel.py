@@ -121,3 +121,20 @@ def plot_funnel(plt: Any, path: Path, summary: dict[str, Any]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------- ask --gold-evidence
+
+LOSS = {
+    "not_in_memory": "lost in memory: the method's built memory does not reach it",
+    "in_memory": "lost in retrieval: in memory, but no retrieval step brought it in",
+    "retrieved": "lost in packing: retrieved, but no prompt showed it (budget or cap)",
+    "shown": "lost in answering: shown to the model, but the answer does not cite it",
+    "cited": "kept: cited by the answer",
+}
+
+
+def evidence_report(method: str, ctx: Any, namespace: str, state: dict[str, Any], gold: Sequence[str]) -> list[str]:
+    """One line per gold turn: the stage at which the run dropped it (`ask --gold-evidence`)."""
+    stages = funnel_fields(method, ctx, namespace, state, list(gold))["evidence_stages"]
+    return [f"{turn}: {LOSS[stage]}" for turn, stage in stages.items()]

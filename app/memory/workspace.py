@@ -2,12 +2,24 @@
 
 `open_workspace(data_dir)` is cached per process. Namespaces are validated here; every store
 method takes the namespace and can only see that namespace's documents and collections.
+
+A namespace is the app's own id for a user or conversation (`a@b.com`, `auth0|123`, any script):
+SQLite keys it as given (bound parameters), Chroma gets `storage_name(namespace)`, a name Chroma
+accepts. A process may stay up for days (`recollect serve`) while `recollect forget` and `ingest` run
+beside it, so cached collection handles and turns are checked against the stores before use.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shlex
+import sqlite3
+import tempfile
 import threading
+import unicodedata
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,20 +31,84 @@ from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings
 from recollect.memory.vectors import Unit, VectorIndex
 
-_NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
+NAMESPACE_MAX_CHARS = 200
+# The only namespaces accepted before any printable id was: each is its own storage name, so the
+# collections of data directories written then keep their names.
+_PLAIN_NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9_-]+")
+_SLUG_CHARS = 24  # with the hash, collection names stay within the 63 characters older Chromas allow
+_CACHE_HASH_CHARS = 64  # recollect.llm.cache.cache_key: `<namespace>:<sha256 hex>`
+_TURNS_VERSION = "turns_version"  # docs kind: one id per store_turns, so other processes see a re-ingest
 
 
 class NamespaceError(ValueError):
     """A namespace name is invalid, or it has never been ingested."""
 
 
-def validate_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not _NS.match(namespace or ""):
-        raise NamespaceError(
-            f"invalid namespace {namespace!r}: use 1–62 letters, digits, '-' or '_', "
-            "starting and ending with a letter or digit"
-        )
+class DataDirError(ValueError):
+    """The data directory cannot hold the stores: it is a file, lies under one, or is not writable."""
+
+
+def validate_namespace(namespace: object) -> str:
+    """Any printable text of 1–200 characters that neither starts nor ends with a space."""
+    if not isinstance(namespace, str):
+        raise NamespaceError(f"invalid namespace {namespace!r}: it must be a string")
+    shown = repr(namespace) if len(namespace) <= 60 else repr(namespace[:60]) + "…"
+    problem = None
+    if not namespace:
+        problem = "it is empty"
+    elif len(namespace) > NAMESPACE_MAX_CHARS:
+        problem = f"{len(namespace)} characters, at most {NAMESPACE_MAX_CHARS} are allowed"
+    elif not namespace.isprintable():
+        bad = next(c for c in namespace if not c.isprintable())
+        problem = f"it holds the non-printable character {bad!r}"
+    elif namespace != namespace.strip():
+        problem = "it starts or ends with a space"
+    if problem:
+        raise NamespaceError(f"invalid namespace {shown}: {problem} (use 1–{NAMESPACE_MAX_CHARS} printable characters)")
     return namespace
+
+
+def storage_name(namespace: str) -> str:
+    """The namespace's name inside Chroma (collections `<kind>-<name>`, only [A-Za-z0-9._-] allowed).
+
+    A plain name (letters, digits, '-', '_') is its own storage name; any other id becomes a readable
+    ASCII slug, '.', and 12 hex digits of its sha256 (`a@b.com` -> `a_b_com.<hash>`). A plain name
+    never holds '.', so the two forms cannot collide.
+    """
+    validate_namespace(namespace)
+    if _PLAIN_NS.match(namespace):
+        return namespace
+    ascii_text = unicodedata.normalize("NFKD", namespace).encode("ascii", "ignore").decode()
+    slug = _NOT_PLAIN.sub("_", ascii_text).strip("_-")[:_SLUG_CHARS].rstrip("_-") or "ns"
+    return f"{slug}.{hashlib.sha256(namespace.encode()).hexdigest()[:12]}"
+
+
+# Store files a command writes: SQLite opens a read-only file and fails only at the first write, far
+# from the cause, so each that exists must be writable up front.
+_STORE_FILES = ("recollect.db", "checkpoints.sqlite", "chroma", "chroma/chroma.sqlite3")
+
+
+def usable_data_dir(data_dir: str | Path) -> Path:
+    """`data_dir`, created if missing; a `DataDirError` naming the cause when it cannot hold the stores."""
+    path = Path(data_dir).expanduser()
+    where = f"data directory {str(path)!r}"
+    fix = "choose another with --data-dir or RECOLLECT_DATA_DIR"
+    try:
+        blocker = next((p for p in (path, *path.parents) if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            what = "is a file" if blocker == path else f"lies under {str(blocker)!r}, which is a file"
+            raise DataDirError(f"{where} {what}, not a directory; {fix}")
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):  # the one reliable test of writability (ACLs, read-only mounts)
+            pass
+    except OSError as exc:
+        raise DataDirError(f"{where} is not writable ({exc.strerror or exc}); {fix}") from exc
+    for name in _STORE_FILES:
+        for entry in (path / name, path / f"{name}-wal", path / f"{name}-shm"):
+            if entry.exists() and not os.access(entry, os.W_OK | (os.X_OK if entry.is_dir() else 0)):
+                raise DataDirError(f"{where}: {entry.name} is read-only; make it writable or {fix}")
+    return path
 
 
 @dataclass
@@ -47,14 +123,16 @@ class NamespaceInfo:
 
 class Workspace:
     def __init__(self, data_dir: str | Path, embeddings: Embeddings | None = None) -> None:
-        self.data_dir = Path(data_dir).expanduser()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.docs = DocStore(self.data_dir / "recollect.db")
+        self.data_dir = usable_data_dir(data_dir)
+        try:
+            self.docs = DocStore(self.data_dir / "recollect.db")
+        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+            raise DataDirError(f"{self.data_dir / 'recollect.db'}: {exc}") from exc
         self._embeddings = embeddings
         self._client: Any = None
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, str], VectorIndex] = {}
-        self._turn_cache: dict[str, tuple[int, dict[str, Turn]]] = {}
+        self._turn_cache: dict[str, tuple[tuple[Any, int], dict[str, Turn]]] = {}
 
     @property
     def embeddings(self) -> Embeddings:
@@ -76,15 +154,24 @@ class Workspace:
             return self._client
 
     def index(self, kind: str, namespace: str) -> VectorIndex:
-        validate_namespace(namespace)
-        key = (kind, namespace)
+        key = (kind, storage_name(namespace))
         with self._lock:
             idx = self._indexes.get(key)
-        if idx is None:
-            idx = VectorIndex(self.client, kind, namespace, self.embeddings)
+        if idx is None or not self._is_current(idx):
+            idx = VectorIndex(self.client, kind, key[1], self.embeddings)
             with self._lock:
                 self._indexes[key] = idx
         return idx
+
+    def _is_current(self, idx: VectorIndex) -> bool:
+        """Whether a cached handle still names the live collection: another process may have deleted and
+        recreated it (`recollect forget`, then `ingest`), and the old handle would fail until a restart."""
+        from chromadb.errors import NotFoundError
+
+        try:
+            return bool(self.client.get_collection(idx.collection.name).id == idx.collection.id)
+        except (NotFoundError, ValueError):
+            return False
 
     # --- namespaces
     def namespace_info(self, namespace: str) -> NamespaceInfo | None:
@@ -95,10 +182,10 @@ class Workspace:
     def require_namespace(self, namespace: str) -> NamespaceInfo:
         info = self.namespace_info(namespace)
         if info is None:
-            known = ", ".join(self.docs.namespaces()) or "none yet"
+            known = ", ".join(repr(n) for n in self.docs.namespaces()) or "none yet"
             raise NamespaceError(
                 f"namespace {namespace!r} has never been ingested (known: {known}); "
-                f"run `recollect ingest FILE --namespace {namespace}` first"
+                f"run `recollect ingest FILE --namespace {shlex.quote(namespace)}` first"
             )
         if info.embedder != embedder_name(self.embeddings):
             raise NamespaceError(
@@ -123,19 +210,33 @@ class Workspace:
 
         Idempotent: forgetting an unknown namespace deletes nothing. Returns what was removed.
         """
-        validate_namespace(namespace)
-        rows = self.docs.delete_namespace(namespace)
+        stored = storage_name(namespace)
+        rows = self._delete_rows(namespace)
         collections = 0
         for collection in self.client.list_collections():
             name = collection if isinstance(collection, str) else collection.name
-            if name.split("-", 1)[-1] == namespace and "-" in name:
+            if name.split("-", 1)[-1] == stored and "-" in name:
                 self.client.delete_collection(name)
                 collections += 1
         with self._lock:
-            for key in [k for k in self._indexes if k[1] == namespace]:
+            for key in [k for k in self._indexes if k[1] == stored]:
                 del self._indexes[key]
         self._turn_cache.pop(namespace, None)
         return {"documents": rows, "collections": collections}
+
+    def _delete_rows(self, namespace: str) -> int:
+        """Delete a namespace's documents, its registry entry and its LLM-cache entries in one transaction.
+
+        Cache keys are `<namespace>:<hash>`; a namespace may itself hold ':', so the key's length must
+        match too ("a"'s prefix `a:` also starts every key of "a:b").
+        """
+        prefix = namespace + ":"
+        with self.docs.transaction() as c:
+            n = c.execute("DELETE FROM docs WHERE namespace=?", (namespace,)).rowcount
+            n += c.execute("DELETE FROM docs WHERE namespace='' AND kind='namespace' AND key=?", (namespace,)).rowcount
+            n += c.execute("DELETE FROM llm_cache WHERE substr(key, 1, ?) = ? AND length(key) = ?",
+                           (len(prefix), prefix, len(prefix) + _CACHE_HASH_CHARS)).rowcount
+        return n
 
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
     def store_turns(self, namespace: str, conversation: Conversation) -> int:
@@ -157,6 +258,7 @@ class Workspace:
                     for s in conversation.sessions
                 },
             )
+            self.docs.put(namespace, _TURNS_VERSION, "current", uuid.uuid4().hex)
         self._turn_cache.pop(namespace, None)
         units = [
             Unit(id=t.id, text=f"{t.speaker}: {t.full_text}", turn_ids=[t.id],
@@ -166,15 +268,16 @@ class Workspace:
         return self.index("turns", namespace).upsert(units)
 
     def turns(self, namespace: str) -> dict[str, Turn]:
-        """Every turn of the namespace by id, in conversation order (cached until the next ingest)."""
-        count = self.docs.count(namespace, "turn")
+        """Every turn of the namespace by id, in conversation order (cached until the next ingest, here or
+        in another process: a forget and re-ingest may keep the count but not the text)."""
+        version = (self.docs.get(namespace, _TURNS_VERSION, "current"), self.docs.count(namespace, "turn"))
         cached = self._turn_cache.get(namespace)
-        if cached and cached[0] == count:
+        if cached and cached[0] == version:
             return cached[1]
         rows = self.docs.items(namespace, "turn")
         turns = {k: Turn(**{**v, "img_urls": tuple(v.get("img_urls") or ())}) for k, v in rows.items()}
         ordered = dict(sorted(turns.items(), key=lambda kv: (kv[1].session, kv[1].index)))
-        self._turn_cache[namespace] = (count, ordered)
+        self._turn_cache[namespace] = (version, ordered)
         return ordered
 
     def sessions(self, namespace: str) -> list[Session]:

@@ -75,7 +75,7 @@ def test_cli_forget(data_dir: str, capsys: pytest.CaptureFixture[str], sample_pa
     assert main(["--data-dir", data_dir, "forget", "demo"]) == 0  # idempotent
     assert main(["--data-dir", data_dir, "ask", "hi?", "-n", "demo"]) == 2
     assert "never been ingested" in capsys.readouterr().err
-    assert main(["--data-dir", data_dir, "forget", "bad name!"]) == 2
+    assert main(["--data-dir", data_dir, "forget", "bad\nname"]) == 2
     assert "invalid namespace" in capsys.readouterr().err
 
 

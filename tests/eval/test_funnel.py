@@ -71,3 +71,11 @@ def test_every_graph_records_what_its_retrieval_brought_in(built: tuple[Any, All
     shown, retrieved = set(state.get("shown_turn_ids") or []), set(state.get("retrieved_turn_ids") or [])
     assert retrieved, method  # every graph retrieves something from a non-empty memory
     assert shown <= retrieved, (method, shown - retrieved)  # nothing is shown that no step brought in
+
+
+def test_the_report_names_the_stage_each_gold_turn_was_lost_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(funnel, "memory_reach", lambda method, ctx, ns: frozenset({"D1:1", "D1:2", "D1:3"}))
+    state = {"retrieved_turn_ids": ["D1:2", "D1:3"], "shown_turn_ids": ["D1:3"], "supports": []}
+    lines = funnel.evidence_report("rag", None, "ns", state, ["D1:1", "D1:2", "D1:3", "D9:9"])
+    assert [line.split(": ", 1)[1].split(":")[0] for line in lines] == [
+        "lost in retrieval", "lost in packing", "lost in answering", "lost in memory"]
