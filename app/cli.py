@@ -244,7 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_forget)
 
     s = sub.add_parser("serve", help="run the LangGraph API server for every graph in langgraph.json")
-    s.add_argument("--port", type=int, default=2024, help="port on 127.0.0.1 (0 = any free port)")
+    from recollect.service.serve import add_serve_arguments  # stdlib only: the CLI starts as fast
+
+    add_serve_arguments(s)
     s.set_defaults(func=_serve)
 
     s = sub.add_parser("demo", help="set up, ingest the sample dialogue and answer questions with live traces")

@@ -3,10 +3,11 @@
 `Settings` is read once per process from `RECOLLECT_*` environment variables (pydantic-settings).
 `Context` is the part of LangGraph's `context_schema` that every graph shares: plain, JSON-friendly
 fields whose defaults come from `Settings`, so the CLI, the HTTP server, Studio and tests can all
-override any of them per run. Each method adds its own settings in `graphs/<method>/settings.py`
-(`MemR3Context(MemR3Settings, Context)`, ...), so a graph's Studio panel lists the shared settings
-and its own, nothing else. Method settings carry their method prefix (`memr3_`, `mra_`, `hymem_`,
-`mg_`).
+override any of them per run; `SERVER_ONLY` ones (the data directory) only from the CLI and Python: the
+server's clients never set them, and they are left out of the schema those clients see. Each method adds
+its own settings in `graphs/<method>/settings.py` (`MemR3Context(MemR3Settings, Context)`, ...), so a
+graph's Studio panel lists the shared settings and its own, nothing else. Method settings carry their
+method prefix (`memr3_`, `mra_`, `hymem_`, `mg_`).
 
 Profiles: a method setting declared with `paper=` has two defaults. `profile="tuned"` (the default)
 takes ours; `profile="paper"` takes the value that reproduces the paper's published behaviour. A
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 StructuredMethod = Literal["auto", "json_schema", "json_object_schema", "json_mode", "function_calling"]
@@ -92,6 +94,11 @@ class Settings(BaseSettings):
     # CPU instruction set for the compiled llama-cpp-python runtime: "auto" = AVX-512 when /proc/cpuinfo
     # reports avx512f/bw/vl, else AVX2; never the native build (it emits AMX and dies with SIGILL here).
     local_cpu_flags: Literal["auto", "avx512", "avx2"] = "auto"
+
+    # `recollect serve`: a JSON file mapping API keys to a user and the namespaces it may use (empty = no
+    # auth, allowed on a loopback host only), and the largest dialogue its `ingest` graph takes in one run.
+    auth_file: str = ""
+    ingest_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
 
 
 @lru_cache(maxsize=1)
@@ -168,7 +175,9 @@ class Context:
         "tuned", "Defaults of the method settings: ours (tuned) or the values that reproduce each paper (paper); "
                  "a setting given explicitly wins over both")
 
-    data_dir: str = setting(
+    # Server configuration (RECOLLECT_DATA_DIR, `--data-dir`): left out of the schema a client sees, so a
+    # client never picks where the server reads and writes (recollect.service.auth rejects it if sent).
+    data_dir: SkipJsonSchema[str] = setting(
         env="data_dir", description="Data directory holding the namespaces, vectors, caches and checkpoints")
     namespace: str = setting(
         "", "Namespace read when a run's input names none (Studio's chat view sends only messages)",
@@ -191,13 +200,14 @@ class Context:
     rewrite_dates_as_said: bool = setting(
         True, "Span rewrite: copy times as said and let the date step (answer_absolute_dates) date them, "
               "instead of having the model work dates out (false = spec)", paper=False)
-    # Injected chat models (tests, applications). None = built from Settings.
-    chat_model: Any = field(default=None, repr=False, compare=False, metadata={
+    # Injected chat models (tests, applications). None = built from Settings. Python objects: never in the
+    # schema Studio and clients see.
+    chat_model: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected chat model (Python only); None = the configured endpoint"})
-    aux_chat_model: Any = field(default=None, repr=False, compare=False, metadata={
+    aux_chat_model: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected auxiliary chat model (Python only); None = the main model"})
     # Any LangChain BaseRetriever whose documents carry stable ids (MemR3 and rag only).
-    retriever: Any = field(default=None, repr=False, compare=False, metadata={
+    retriever: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected LangChain retriever with stable document ids (Python only; MemR3 and rag)"})
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Context:
@@ -248,6 +258,8 @@ class Context:
 C = TypeVar("C", bound=Context)
 # Injected Python objects: never listed as settings, never sent by a client.
 PYTHON_ONLY = frozenset({"chat_model", "aux_chat_model", "retriever"})
+# Server configuration: the CLI and Python set it, a client of `recollect serve` never does.
+SERVER_ONLY = frozenset({"data_dir"})
 
 
 def setting_names(cls: type[Context] = Context) -> list[str]:

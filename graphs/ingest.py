@@ -1,12 +1,19 @@
-"""The `ingest` graph (load a dialogue file into a namespace and build each method's memory) and
-the `forget` graph (delete everything stored for a namespace).
+"""The `ingest` graph (load a dialogue into a namespace and build each method's memory) and the `forget`
+graph (delete everything stored for a namespace).
 
-Exposed through `langgraph.json` so Studio and the HTTP API can ingest and forget as well as ask.
+Exposed through `langgraph.json` so Studio and the HTTP API can ingest and forget as well as ask. The
+`ingest` graph takes the dialogue's content (`dialogue`: LoCoMo JSON or the simple format, as a JSON
+object, list or text), never a path: a server reads no file a client names. Python reads files with
+`recollect.ingest(path, namespace)`. Content over `RECOLLECT_INGEST_MAX_BYTES` (5 MiB by default) or not a
+dialogue fails the run with one error that names the record and field but quotes none of the content.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
@@ -14,25 +21,106 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from recollect.dialogue.loaders import load_conversation
+from recollect.dialogue.loaders import (
+    _check_unique_ids,
+    _simple_conversations,
+    conversation_from_locomo,
+    is_locomo,
+)
+from recollect.dialogue.models import Conversation, DialogueError
 from recollect.graphs.registry import AllMethodsContext, available_builders
 from recollect.ingestion import ingest_conversation
 from recollect.runner import forget as forget_namespace
+from recollect.settings import get_settings
 from recollect.trace import emit
+
+LABEL = "dialogue"  # how errors name the content (the loaders name a file here)
+# Field names the loaders quote in their errors; any other quoted text is the dialogue's own and is elided.
+_FIELDS = frozenset({"sample_id", "conversation", "speaker_a", "speaker_b", "speaker", "text", "blip_caption",
+                     "dia_id", "speakers", "sessions", "id", "turns", "date_time", "image_caption", "img_urls", "session_N"})
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 
 class IngestState(TypedDict):
     namespace: str
-    path: str
+    dialogue: dict[str, Any] | list[Any] | str
     conversation_id: NotRequired[str | None]
     methods: NotRequired[list[str] | None]
     reports: NotRequired[list[dict[str, Any]]]
     trace: NotRequired[list[dict[str, Any]]]
 
 
+def _safe(message: str, samples: list[Any]) -> str:
+    """A loader's error without the dialogue's own text: a LoCoMo sample named by its position instead of
+    its id, quoted values elided, the length capped."""
+    ids = [(s.get("sample_id"), i) for i, s in enumerate(samples) if isinstance(s, dict)]
+    for sample_id, i in sorted((x for x in ids if isinstance(x[0], str) and x[0]), key=lambda x: -len(x[0])):
+        if message.startswith(f"{LABEL}: {sample_id}"):
+            message = f"{LABEL}: [{i}]" + message[len(f"{LABEL}: {sample_id}"):]
+            break
+    out = _QUOTED.sub(lambda m: m.group(0) if set(m.group(0)[1:-1].split(".")) <= _FIELDS else "'…'", message)
+    return out if len(out) <= 300 else out[:299] + "…"
+
+
+def _size(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content.encode("utf-8"))
+    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def conversation_from_content(content: Any, conversation_id: str | None = None,
+                              max_bytes: int | None = None) -> Conversation:
+    """One conversation from dialogue content: a LoCoMo or simple-format JSON object or list, or its text.
+
+    Raises `DialogueError` naming the record and field; no message quotes the content.
+    """
+    max_bytes = max_bytes or get_settings().ingest_max_bytes
+    if content is None or content == "" or content == {} or content == []:
+        raise DialogueError(f"{LABEL}: missing: pass the dialogue's content (LoCoMo JSON or the simple format) "
+                            "as `dialogue`; the server reads no file path")
+    if not isinstance(content, dict | list | str):
+        raise DialogueError(f"{LABEL}: expected a JSON object, a list or JSON text, got {type(content).__name__}")
+    size = _size(content)
+    if size > max_bytes:
+        raise DialogueError(f"{LABEL}: {size:,} bytes is over the server's limit of {max_bytes:,} "
+                            "(RECOLLECT_INGEST_MAX_BYTES); send fewer sessions per run, they extend the namespace")
+    data = content
+    if isinstance(content, str):
+        try:
+            data = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise DialogueError(f"{LABEL}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    label = Path(LABEL)
+    samples: list[Any] = ([data] if isinstance(data, dict) else data) if is_locomo(data) else []
+    try:
+        if samples:
+            found = [conversation_from_locomo(s, label, i) for i, s in enumerate(samples)]
+        elif isinstance(data, dict | list):
+            found = _simple_conversations(data, label)
+        else:
+            raise DialogueError(f"{LABEL}: top level must be a JSON object or a list, got {type(data).__name__}")
+        _check_unique_ids(found, label)
+    except DialogueError as exc:
+        raise DialogueError(_safe(str(exc), samples)) from None
+    if conversation_id is not None:
+        found = [c for c in found if c.id == conversation_id]
+        if not found:
+            raise DialogueError(f"{LABEL}: no conversation has the given conversation_id")
+    elif len(found) > 1:
+        raise DialogueError(f"{LABEL}: holds {len(found)} conversations; pass conversation_id to choose one")
+    conversation = found[0]
+    if not any(session.turns for session in conversation.sessions):
+        raise DialogueError(f"{LABEL}: the conversation has no turns")
+    return conversation
+
+
 def ingest(state: IngestState, runtime: Runtime[AllMethodsContext]) -> dict[str, Any]:
-    conversation = load_conversation(state["path"], state.get("conversation_id"))
-    methods = state.get("methods") or available_builders()
+    conversation = conversation_from_content(state.get("dialogue"), state.get("conversation_id"))
+    known = available_builders()
+    methods = state.get("methods") or known
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(map(str, unknown))[:200]}; known: {', '.join(known)}")
     reports = [r.as_dict() for r in ingest_conversation(conversation, state["namespace"], runtime.context, methods=methods)]
     return {"reports": reports, "trace": emit("ingest", conversation=conversation.id, methods=methods, reports=reports)}
 

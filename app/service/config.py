@@ -5,6 +5,8 @@ code. The registry (`langgraph.json`, packaged into the wheel) names every graph
 (`recollect.graphs.memr3.graph:graph`), so a copy of it written into the server's own working directory
 loads the installed graphs wherever that directory is. The server's working directory (`langgraph
 dev` keeps its run queue there) lives under the data directory, never in the checkout or site-packages.
+The generated config always installs recollect's auth handlers (recollect.service.auth), whatever the
+registry says: they keep server configuration out of clients' hands even when per-user auth is off.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from recollect.packaged import graph_registry_path
 
+AUTH_PATH = "recollect.service.auth:auth"
+
 
 def registry() -> dict[str, Any]:
     return json.loads(graph_registry_path().read_text(encoding="utf-8"))
@@ -24,14 +28,19 @@ def graph_names() -> list[str]:
     return list(registry()["graphs"])
 
 
-def write_server_config(server_dir: Path) -> Path:
-    """Write the server's langgraph.json into `server_dir` (created) and return its path."""
+def write_server_config(server_dir: Path, *, auth_on: bool = False) -> Path:
+    """Write the server's langgraph.json into `server_dir` (created) and return its path.
+
+    `auth_on` (an auth file is set) also turns off LangGraph's Studio bypass, which would otherwise let any
+    request with an `x-auth-scheme: langsmith` header past the API-key check.
+    """
     config = registry()
     # Module paths only: a file path would import a graph module a second time under another name.
     bad = {name: spec for name, spec in config["graphs"].items() if "/" in spec or spec.endswith(".py")}
     if bad:
         raise ValueError(f"langgraph.json must name graphs by module path (recollect.graphs.x:graph), not {bad}")
     config["dependencies"] = ["."]
+    config["auth"] = {"path": AUTH_PATH, "disable_studio_auth": auth_on}
     server_dir.mkdir(parents=True, exist_ok=True)
     path = server_dir / "langgraph.json"
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -1,13 +1,16 @@
 """`recollect serve`: the LangGraph API server for every registered graph, and the embedded model it needs.
 
 serve owns both processes: SIGTERM or Ctrl-C stops the LangGraph server and the embedded model's
-server with it, and the port it prints is the port it serves (a taken port is a clear error).
+server with it, and the port it prints is the port it serves (a taken port is a clear error). It binds
+127.0.0.1 unless told otherwise, and refuses any other address without an auth file: a server other machines
+can reach answers only requests carrying an API key (recollect.service.auth).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import os
 import subprocess
 import sys
@@ -17,8 +20,45 @@ from typing import Any
 
 from recollect.cli_args import CLIError
 
+DEFAULT_HOST = "127.0.0.1"
 
-def _serve_port(asked: int) -> int:
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """`recollect serve`'s options."""
+    parser.add_argument("--port", type=int, default=2024, help="port to serve on (0 = any free port)")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help="address to bind (default 127.0.0.1); any other than loopback needs --auth-file")
+    parser.add_argument("--auth-file", help="JSON file mapping API keys to a user and its namespaces; turns "
+                                            "per-user auth on (default: $RECOLLECT_AUTH_FILE)")
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def _auth_file(args: argparse.Namespace, host: str) -> str | None:
+    """The auth file to serve with (absolute: the server runs in another directory), checked now so a bad
+    file is one clear error; a non-loopback host without one is refused."""
+    from recollect.service.access import AuthFileError, load_auth_file
+    from recollect.settings import get_settings
+
+    path = getattr(args, "auth_file", None) or get_settings().auth_file
+    if not path:
+        if not is_loopback(host):
+            raise CLIError(f"--host {host} lets other machines reach the server: pass --auth-file FILE (or set "
+                           "RECOLLECT_AUTH_FILE) so that every request needs an API key")
+        return None
+    try:
+        load_auth_file(path)
+    except AuthFileError as exc:
+        raise CLIError(str(exc)) from None
+    return str(Path(path).expanduser().resolve())
+
+
+def _serve_port(asked: int, host: str = DEFAULT_HOST) -> int:
     """The port to serve on: `asked` when it is free (0 = any free port), else a clear error.
 
     `langgraph dev` silently moves to another port when its port is taken; checking first means the
@@ -32,7 +72,7 @@ def _serve_port(asked: int) -> int:
         return free_port()
     with socket.socket() as sock:
         try:
-            sock.bind(("127.0.0.1", asked))
+            sock.bind((host.strip("[]"), asked))
         except OSError as exc:
             raise CLIError(f"port {asked} is already in use ({exc.strerror}); pass --port N, or --port 0 "
                            "for any free port") from None
@@ -67,25 +107,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("langgraph_cli") is None or importlib.util.find_spec("langgraph_api") is None:
         raise CLIError("`recollect serve` needs the LangGraph server: pip install 'recollect[serve]'")
-    port = _serve_port(args.port)
+    host = getattr(args, "host", None) or DEFAULT_HOST
+    auth_file = _auth_file(args, host)
+    port = _serve_port(args.port, host)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",
                ANONYMIZED_TELEMETRY="False")
     env.setdefault("LANGSMITH_TRACING", "false")  # offline by default; a user who turned tracing on keeps it
     if args.data_dir:
         env["RECOLLECT_DATA_DIR"] = args.data_dir
+    env.pop("RECOLLECT_AUTH_FILE", None)
+    if auth_file:
+        env["RECOLLECT_AUTH_FILE"] = auth_file
     from recollect.service.config import graph_names, write_server_config
 
     # The server's own directory (its config and run queue) lives under the data directory: from a wheel
     # there is no checkout to run in, and site-packages must stay read-only.
     server_dir = Path(args.data_dir or get_settings().data_dir).expanduser() / "server"
     try:
-        config = write_server_config(server_dir)
+        config = write_server_config(server_dir, auth_on=auth_file is not None)
     except OSError as exc:
         raise CLIError(f"cannot write the server's config under {server_dir}: {exc.strerror or exc}") from None
     # The same interpreter as this command: from a wheel in a venv that is not activated, a `langgraph`
     # on PATH may belong to another environment (or be missing).
     cmd = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(config),
-           "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
+           "--host", host, "--port", str(port), "--no-browser", "--no-reload", "--allow-blocking"]
 
     def _on_signal(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt  # SIGTERM takes the same clean-up path as Ctrl-C
@@ -93,7 +138,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     local: LocalServer | None = None
     proc: subprocess.Popen | None = None
-    url = f"http://127.0.0.1:{port}"
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    url = f"http://{shown}:{port}"
+    # 0.0.0.0 / :: are bind-all addresses, not ones to connect to: probe the server on loopback
+    probe = f"http://127.0.0.1:{port}" if host in ("0.0.0.0", "::", "[::]") else url
     try:
         if not get_settings().llm_base_url and runtime_installed() and model_verified():
             # serve owns the embedded model's server, so stopping serve stops it too (started inside
@@ -103,9 +151,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                        RECOLLECT_LLM_API_KEY="local")
         proc = subprocess.Popen(cmd, env=env, cwd=server_dir, start_new_session=True)
         while proc.poll() is None:
-            with contextlib.suppress(OSError), urllib.request.urlopen(url + "/ok", timeout=2):
+            with contextlib.suppress(OSError), urllib.request.urlopen(probe + "/ok", timeout=2):
                 graphs = ", ".join(graph_names())
-                print(f"serving {graphs} on {url}", flush=True)
+                print(f"auth: API keys from {auth_file}" if auth_file else "auth: off (loopback only)", flush=True)
+                print(f"serving {graphs} on {url}", flush=True)  # the URL ends the line: scripts read it
                 break
             time.sleep(0.5)
         code = proc.wait()

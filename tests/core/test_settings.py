@@ -14,20 +14,24 @@ from recollect.graphs.baselines.graph import rag
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.registry import METHODS, AllMethodsContext, context_class, load_graph, method_context
-from recollect.settings import Context, ContextError, paper_values
+from recollect.settings import PYTHON_ONLY, SERVER_ONLY, Context, ContextError, paper_values
 
 PREFIXES = {"memr3": "memr3_", "mragent": "mra_", "hymem": "hymem_", "mgretrieval": "mg_"}
+# Set from Python or by the server's configuration, never by a client: left out of the schema Studio shows.
+HIDDEN = PYTHON_ONLY | SERVER_ONLY
 
 
 def test_every_setting_has_a_description_in_the_studio_schema() -> None:
     for name in METHODS:
         props = load_graph(name).get_context_jsonschema()["properties"]
-        missing = [f.name for f in fields(context_class(name)) if not props.get(f.name, {}).get("description")]
+        missing = [f.name for f in fields(context_class(name))
+                   if f.name not in HIDDEN and not props.get(f.name, {}).get("description")]
         assert missing == [], name
+        assert not HIDDEN & set(props), name
 
 
 def test_each_graph_lists_the_shared_settings_and_only_its_own_methods() -> None:
-    shared = {f.name for f in fields(Context)}
+    shared = {f.name for f in fields(Context)} - HIDDEN
     for name in METHODS:
         props = set(load_graph(name).get_context_jsonschema()["properties"])
         assert shared <= props, name

@@ -177,3 +177,32 @@ def _status(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return "zombie"
+
+
+def test_without_auth_clients_still_choose_no_paths_and_threads_keep_their_namespace(service: dict[str, Any]) -> None:
+    """The auth handlers are installed with auth off too: server configuration is refused (LangGraph alone
+    would drop it silently), a thread keeps its first namespace, and ingest takes content."""
+    import json
+
+    import httpx
+
+    client = _client(service)
+    evil = service["data"].parent / "client-chosen"
+    ask = {"namespace": "svc", "question": "What is the name of Maya's dog?"}
+    for kw in ({"context": {"data_dir": str(evil)}}, {"config": {"configurable": {"data_dir": str(evil)}}}):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            client.runs.wait(None, "rag", input=ask, **kw)
+        assert refused.value.response.status_code == 400 and "data_dir" in refused.value.response.text
+    assert not evil.exists()
+
+    thread = client.threads.create()["thread_id"]
+    _run(client, thread, "rag", ask)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.wait(thread, "rag", input={"namespace": "gone", "question": "dog?"})
+    assert refused.value.response.status_code == 409 and "reads namespace 'svc'" in refused.value.response.text
+
+    dialogue = json.loads((ROOT / "examples" / "sample_dialogue.json").read_text())
+    client.runs.wait(None, "ingest", input={"namespace": "posted", "dialogue": dialogue, "methods": ["memr3"]})
+    fresh = client.threads.create()["thread_id"]
+    _run(client, fresh, "rag", {"namespace": "posted", "question": "What is the name of Maya's dog?"})
+    assert client.threads.get_state(fresh)["values"]["answer"] == "Biscuit"
