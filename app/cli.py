@@ -37,6 +37,27 @@ def _print_step(record: dict[str, Any]) -> None:
     print("  " + format_step(record), flush=True)
 
 
+def _step_printer(gold: list[str]) -> Any:
+    """`_print_step`, plus a line when a step shows the model one of the gold evidence turns."""
+    if not gold:
+        return _print_step
+
+    def show(record: dict[str, Any]) -> None:
+        _print_step(record)
+        hit = [t for t in gold if t in set(record.get("shown_turn_ids") or ())]
+        if hit:
+            print(f"    gold evidence shown here: {', '.join(hit)}", flush=True)
+
+    return show
+
+
+def _gold_ids(text: str | None) -> list[str]:
+    ids = [t.strip() for t in (text or "").split(",") if t.strip()]
+    if text is not None and not ids:
+        raise CLIError("--gold-evidence: give turn ids separated by commas, e.g. D3:5,D7:2")
+    return list(dict.fromkeys(ids))
+
+
 # --- commands ----------------------------------------------------------------------------------
 
 
@@ -87,6 +108,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not question:
         raise CLIError("the question is empty")
     require_answerable(args.namespace, args.method, ctx)  # before the checkpoint store is opened (created)
+    gold = _gold_ids(args.gold_evidence)
     if args.trace:
         print(f"[{args.method}] {question}", flush=True)
     thread = args.thread or uuid.uuid4().hex[:12]
@@ -94,14 +116,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
         result = ask(
             args.namespace, question, args.method, ctx,
             checkpointer=sqlite_checkpointer(ctx.data_dir), thread_id=thread,
-            on_step=_print_step if args.trace else None,
+            on_step=_step_printer(gold) if args.trace else None,
         )
     except EndpointError as exc:
         raise EndpointError(f"{exc}\n(the run is checkpointed: add --thread {thread} to resume it)") from exc
+    evidence: list[str] = []
+    if gold:  # where the run lost each gold turn: memory, retrieval, packing or the answer step
+        from recollect.eval.funnel import evidence_report
+
+        evidence = evidence_report(args.method, ctx, args.namespace, result, gold)
     if args.json:
         keys = ("answer", "supports", "critical_memories", "usage", "thread_id", "wall_time_s")
-        print(json.dumps({k: result.get(k) for k in keys}, ensure_ascii=False, indent=2))
+        out = {k: result.get(k) for k in keys} | ({"gold_evidence": evidence} if gold else {})
+        print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
+    for line in evidence:
+        print(f"evidence {line}")
     usage = result.get("usage") or {}
     print(f"answer: {result.get('answer')}")
     print(f"supports: {', '.join(result.get('supports') or []) or '(none)'}")
@@ -232,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", action="store_true", help="print each step as it happens")
     s.add_argument("--thread", help="checkpoint thread id (resume an interrupted run)")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.add_argument("--gold-evidence", metavar="IDS",
+                   help="turn ids that hold the answer (D3:5,D7:2): say at which stage the run dropped each")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
     s.set_defaults(func=cmd_ask)
 
