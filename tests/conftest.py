@@ -86,3 +86,15 @@ def local_ctx(minilm_workspace, chat_model) -> AllMethodsContext:
 @pytest.fixture(scope="session")
 def sample_file() -> Path:
     return SAMPLE
+
+
+# --- selection: a test that uses the real model is an integration test, marked or not ---------------
+REAL_MODEL_FIXTURES = frozenset({"chat_model", "local_ctx"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make unit` (-m "not integration and not service") must never start the llama.cpp model: a test
+    asking for a real-model fixture gets the `integration` marker even if its module forgot it."""
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and "integration" not in item.keywords:
+            item.add_marker(pytest.mark.integration)

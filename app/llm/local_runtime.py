@@ -1,9 +1,10 @@
 """The embedded default model: install, verify, start and stop a llama.cpp server.
 
 Two runtimes serve the same OpenAI-compatible API (setting `local_runtime`):
-- `xllamacpp` (default): llama.cpp's own C++ server from a prebuilt manylinux wheel on PyPI (AVX2/FMA
-  kernels), installed in seconds; it keeps a host-memory prompt cache, so calls that share a prefix with
-  any recent call skip that prefix's prefill. See app/llm/xllamacpp_server.py.
+- `xllamacpp` (default): llama.cpp's own C++ server; it keeps a host-memory prompt cache, so calls that
+  share a prefix with any recent call skip that prefix's prefill. See app/llm/xllamacpp_server.py. On a
+  CPU with AVX-512 it is compiled here once (app/llm/native_build.py: faster prefill); elsewhere, or when
+  that build fails, it is the prebuilt manylinux wheel from PyPI (AVX2/FMA kernels), installed in seconds.
 - `llama-cpp-python`: the earlier runtime. Measured here: it has no Linux wheel on PyPI
   and is compiled here (the native build emits AMX and dies with SIGILL, so flags are explicit: AVX-512
   when the CPU reports it, else AVX2). pip's wheel cache ignores CMAKE_ARGS, so the wheel is built into
@@ -33,29 +34,27 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from recollect.llm.native_build import AVX512_NEEDED as _AVX512_NEEDED
+from recollect.llm.native_build import (
+    CMAKE_ARGS_AVX2,
+    LocalModelError,
+    cache_dir,
+    check_json_whitespace,
+    cpu_flags,
+    ensure_xllamacpp,
+    xllamacpp_installed,
+)
+from recollect.llm.native_build import XLLAMACPP_VERSION as XLLAMACPP_VERSION  # re-exported: the pin
+from recollect.llm.native_build import installed_version as _installed_version
+from recollect.llm.native_build import run_pip as _pip
+from recollect.llm.native_build import spinner as _spinner
 from recollect.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 LLAMA_VERSION = "0.3.36"
-XLLAMACPP_VERSION = "2026.10.11549"
-CMAKE_ARGS_AVX2 = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 CMAKE_ARGS_AVX512 = CMAKE_ARGS_AVX2 + " -DGGML_AVX512=ON -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF"
 CMAKE_ARGS = CMAKE_ARGS_AVX2  # the portable build every x86-64 machine here runs
-_AVX512_NEEDED = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"})
-
-
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
-    """The instruction-set flags of the first CPU in /proc/cpuinfo (empty when unreadable)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return frozenset()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
 
 
 def cmake_args(choice: str | None = None, flags: frozenset[str] | None = None) -> str:
@@ -101,55 +100,25 @@ MODELS = {
 }
 
 
-class LocalModelError(RuntimeError):
-    """The embedded model or its runtime could not be installed or started."""
-
-
-def cache_dir() -> Path:
-    path = Path(get_settings().cache_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def wheel_dir(args: str | None = None) -> Path:
     key = hashlib.sha256((args or cmake_args()).encode()).hexdigest()[:10]
     return cache_dir() / "wheels" / f"llama-cpp-python-{LLAMA_VERSION}-{key}"
 
 
-def _pip(*args: str) -> None:
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    log.info("running %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise LocalModelError(f"pip {' '.join(args[:3])} failed:\n{proc.stderr[-2000:]}")
-
-
-def _installed_version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def runtime_installed(runtime: str | None = None) -> bool:
     runtime = runtime or get_settings().local_runtime
     if runtime == "xllamacpp":
-        return importlib.util.find_spec("xllamacpp") is not None and _installed_version("xllamacpp") == XLLAMACPP_VERSION
+        return xllamacpp_installed()
     if importlib.util.find_spec("llama_cpp") is None:
         return False
     return _installed_version("llama_cpp_python") == LLAMA_VERSION
 
 
 def ensure_runtime(echo=print, runtime: str | None = None) -> None:
-    """Install the configured runtime: xllamacpp from PyPI, or llama-cpp-python from our wheel cache."""
+    """Install the configured runtime: xllamacpp (compiled for AVX-512, else from PyPI), or llama-cpp-python."""
     runtime = runtime or get_settings().local_runtime
     if runtime == "xllamacpp":
-        if not runtime_installed(runtime):
-            echo(f"installing the prebuilt llama.cpp server (xllamacpp {XLLAMACPP_VERSION}, ~34 MB)…")
-            _pip("install", "-q", "--progress-bar", "off", f"xllamacpp=={XLLAMACPP_VERSION}")
-        echo(f"llama.cpp runtime: xllamacpp {XLLAMACPP_VERSION} (prebuilt, AVX2)")
+        ensure_xllamacpp(echo)
         return
     _ensure_llama_cpp_python(echo)
 
@@ -305,6 +274,8 @@ class LocalServer:
                                   " (or `make setup`)")
         if not model_verified(self.size):
             raise LocalModelError("the model file is missing or unverified: run `recollect setup` (or `make setup`)")
+        if self.runtime == "xllamacpp" and "PYTHONPATH" not in self.extra_env:
+            check_json_whitespace()  # a clear error here rather than every JSON call failing later
         self.port = free_port()
         logs = cache_dir() / "logs"
         logs.mkdir(exist_ok=True)
@@ -356,12 +327,3 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def _spinner(desc: str):
-    bar = tqdm(desc=desc, unit=" lines", bar_format="{desc}: {n_fmt}{unit} [{elapsed}]")
-    try:
-        yield lambda: bar.update(1)
-    finally:
-        bar.close()
