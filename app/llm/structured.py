@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import json_repair
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel, ValidationError
 
 from recollect.llm.usage import call_record, estimate_tokens, merge_usage, mg_token_estimate
@@ -27,6 +28,15 @@ from recollect.prompts import render_prompt
 T = TypeVar("T", bound=BaseModel)
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_OPEN = re.compile(r"[{\[]")
+# A reply is untrusted text, so the work it may cost is bounded (100k brackets once took minutes):
+_MAX_FAILED_STARTS = 200  # brackets that start no JSON value; a real reply has a handful
+_REPAIR_MAX_CHARS = 16_000  # json-repair is pure Python and superlinear; no completion cap we send reaches this
+_REPAIR_MAX_DEPTH = 64  # nor a nesting this deep, where json-repair slows down most
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# JSON text: an escaped backslash (kept, so what follows is no escape), a surrogate pair (kept), a lone one.
+_SURROGATE_ESCAPE = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class EndpointError(RuntimeError):
@@ -51,27 +61,54 @@ class StructuredResult(Generic[T]):
         return {"fallback": True, "error": (self.error or "")[:500], "raw": self.raw[:300]}
 
 
+def clean_text(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate replaced by U+FFFD: a reply's JSON may escape one
+    (`"\\ud800"`), and SQLite, Chroma and a UTF-8 terminal all refuse to encode it."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _clean_escapes(text: str) -> str:
+    """JSON text whose `\\uXXXX` escapes decode to no lone surrogate (a valid pair is kept)."""
+    if "\\u" not in text:
+        return text
+    return _SURROGATE_ESCAPE.sub(lambda m: m[0] if len(m[0]) != 6 else "\\ufffd", text)
+
+
+def _too_deep(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        if ch in "{[":
+            depth += 1
+            if depth > _REPAIR_MAX_DEPTH:
+                return True
+        elif ch in "}]" and depth:
+            depth -= 1
+    return False
+
+
 def json_objects(text: str) -> list[Any]:
     """Every top-level JSON object or array in a model reply, in order: the project's one JSON extractor.
 
     Code fences and surrounding prose are skipped (each `{` or `[` is tried as the start of a JSON
-    value). When nothing parses, json-repair gets one try on the fenced block or the text from the
-    first bracket, which rescues single quotes, trailing commas and replies cut at the token cap.
+    value, up to `_MAX_FAILED_STARTS` that start none). When nothing parses, json-repair gets one try
+    on the fenced block or the text from the first bracket, which rescues single quotes, trailing
+    commas and replies cut at the token cap (not on a piece too long or too deep to be one of those).
+    Lone surrogates come out as U+FFFD.
     """
     out: list[Any] = []
     if not text or not text.strip():
         return out
+    text = _clean_escapes(clean_text(text))
     decoder = json.JSONDecoder()
-    i, n = 0, len(text)
-    while i < n:
-        starts = [k for k in (text.find("{", i), text.find("[", i)) if k >= 0]
-        if not starts:
-            break
-        j = min(starts)
+    i, failed = 0, 0
+    while failed < _MAX_FAILED_STARTS and (found := _OPEN.search(text, i)) is not None:
+        j = found.start()
         try:
             obj, end = decoder.raw_decode(text, j)
         except (json.JSONDecodeError, RecursionError):  # RecursionError: a reply nested deeper than Python parses
-            i = j + 1
+            i, failed = j + 1, failed + 1
             continue
         if isinstance(obj, dict | list):
             out.append(obj)
@@ -79,10 +116,11 @@ def json_objects(text: str) -> list[Any]:
     if out:
         return out
     candidates = [m.strip() for m in _FENCE.findall(text)]
-    starts = [k for k in (text.find("{"), text.find("[")) if k >= 0]
-    if starts:
-        candidates.append(text[min(starts):])
+    if (first := _OPEN.search(text)) is not None:
+        candidates.append(text[first.start():])
     for cand in candidates:
+        if len(cand) > _REPAIR_MAX_CHARS or _too_deep(cand):
+            continue
         try:
             repaired = json_repair.loads(cand)
         except Exception:  # json-repair is best effort; an unreadable piece is just skipped
@@ -181,20 +219,52 @@ def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency
 def invoke_counted(
     model: Any, messages: list[BaseMessage], node: str, **kwargs: Any
 ) -> tuple[AIMessage, dict[str, Any]]:
-    """One chat call with usage accounting; endpoint failures become `EndpointError`."""
+    """One chat call with usage accounting; endpoint failures become `EndpointError`, a reply the client
+    could not read an empty one whose `response_metadata["reply_error"]` says why."""
     start = time.monotonic()
     try:
-        msg = model.invoke(messages, **kwargs)
+        # Tagged so LangGraph's `messages` stream never sends these internal replies (JSON, tool calls) to a
+        # chat client: a graph's answer reaches it as the message finish_question appends.
+        msg = model.invoke(messages, config={"tags": [TAG_NOSTREAM]}, **kwargs)
     except Exception as exc:  # the client already retried transient errors with backoff
         truncated = _truncated_reply(exc)
         if truncated is not None:
             return truncated, measure_call(node, messages, truncated, time.monotonic() - start)
         if _is_endpoint_failure(exc):
             raise EndpointError(f"LLM endpoint failed in node '{node}': {type(exc).__name__}: {exc}") from exc
-        raise
+        unreadable = _unreadable_reply(exc)
+        if unreadable is None:
+            raise
+        return unreadable, measure_call(node, messages, unreadable, time.monotonic() - start)
     if not isinstance(msg, AIMessage):
         msg = AIMessage(content=str(getattr(msg, "content", msg)))
-    return msg, measure_call(node, messages, msg, time.monotonic() - start)
+    return _clean_message(msg), measure_call(node, messages, msg, time.monotonic() - start)
+
+
+# What a chat client raises when a reply arrived but cannot be read: an error or no choices in the body,
+# a refused or filtered completion, arguments nested too deep. Such a reply fails like an unparsable one
+# (the node falls back and its trace says why); anything else, a bug or a test's assertion, propagates.
+_REPLY_ERRORS = (ValueError, KeyError, TypeError, RecursionError)
+_REPLY_ERROR_NAMES = {"ContentFilterFinishReasonError", "APIResponseValidationError"}
+
+
+def _unreadable_reply(exc: Exception) -> AIMessage | None:
+    if not isinstance(exc, _REPLY_ERRORS) and not {c.__name__ for c in type(exc).__mro__} & _REPLY_ERROR_NAMES:
+        return None
+    why = clean_text(f"the reply could not be read: {type(exc).__name__}: {exc}")[:300]
+    return AIMessage(content="", response_metadata={"reply_error": why})
+
+
+def _clean_message(msg: AIMessage) -> AIMessage:
+    """The reply with no lone surrogate in its text or tool-call arguments (see `clean_text`)."""
+    if isinstance(msg.content, str):
+        msg.content = clean_text(msg.content)
+    for call in msg.tool_calls or []:
+        try:
+            call["args"] = json.loads(_clean_escapes(json.dumps(call.get("args"))))
+        except (RecursionError, TypeError, ValueError):  # too deep to print: validation rejects it anyway
+            continue
+    return msg
 
 
 def _truncated_reply(exc: Exception) -> AIMessage | None:
@@ -254,6 +324,8 @@ def call_structured(
         text, args = _reply_payload(msg)
         result.raw = text if args is None else _dumps(args)
         try:
+            if msg.response_metadata.get("reply_error"):
+                raise ValueError(msg.response_metadata["reply_error"])
             data = args if args is not None else extract_json(text)
             result.value = schema.model_validate(data)
             result.error = None

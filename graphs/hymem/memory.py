@@ -331,9 +331,11 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: HyMemC
                  metadata={"session": sid, "order": session.index * 100000 + k, **meta})
             for k, item in enumerate(items)
         ]
-        # A changed session may yield fewer items: remove the stale tail before upserting.
-        stale = [i for i in (old or {}).get("summary_ids") or [] if i not in {u.id for u in units}]
-        index.delete(stale)
+        # A changed session may yield fewer items, and a run stopped between the upsert below and the
+        # session doc left vectors no doc lists: remove every vector of the session that is not a unit now.
+        listed = {*((old or {}).get("summary_ids") or []),
+                  *index.collection.get(where={"session": sid}, include=[])["ids"]}
+        index.delete(sorted(listed - {u.id for u in units}))
         report.embedded += index.upsert(units)
         with ws.docs.transaction():
             # One doc per session holds its summaries, so replacing it drops a stale tail too.

@@ -18,9 +18,9 @@ mode and goes through the same validation, so equivalent replies build the same 
 Sessions are processed strictly in order because V after session s depends only on sessions 1..s.
 Each session's result is written in one transaction (a per-session record, the materialised
 vocabulary and the per-turn T_i), so a crash leaves a consistent prefix and the next run goes on
-from there. Every valid LLM reply is cached by content hash, so re-ingesting makes no call (a call
-that failed is asked again); a changed session triggers a replay from the first changed session,
-which is free up to that point.
+from there. Every valid LLM reply is cached by content hash, so re-ingesting makes no call; a changed
+session, or one built while a call failed, triggers a replay from the first such session (the failed
+call is asked again), which is free up to that point.
 Original turns are never rewritten: the structures only point at turn ids.
 
 This module is the registered entry (`build`) and the chain of session hashes that decides what is
@@ -95,15 +95,18 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetr
     chains = chain_hashes(sessions, settings_fingerprint(ctx, builder.model, embedder_name(ws.embeddings)))
 
     stored = KeywordVocabulary.load(ws, namespace)
-    keep = 0
-    while keep < min(len(stored.chain), len(chains)) and stored.chain[keep] == chains[keep]:
-        keep += 1
+    records = sorted(ws.docs.items(namespace, DOC_SESSION).values(), key=lambda r: r["position"])
+    unchanged = 0
+    while unchanged < min(len(stored.chain), len(chains)) and stored.chain[unchanged] == chains[unchanged]:
+        unchanged += 1
+    # A session built while a call failed holds fallback keywords: it is built again with the failed
+    # calls asked again, and so is every later one, since V after session s depends on sessions 1..s.
+    keep = min([unchanged, *(r["position"] for r in records if r["position"] < unchanged and failed_call(r))])
     if keep == len(stored.chain):
         builder.vocab = stored  # the common case: everything stored is still valid, extend it
     else:
-        # A stored session changed (or the settings did): rebuild V/Φ for the valid prefix from the
-        # per-session records and replay the rest; the LLM cache makes unchanged sessions free.
-        records = sorted(ws.docs.items(namespace, DOC_SESSION).values(), key=lambda r: r["position"])
+        # A stored session changed (or the settings did, or it fell back): rebuild V/Φ for the valid
+        # prefix from the per-session records and replay the rest; the LLM cache makes valid replies free.
         valid = [r for r in records if r["position"] < keep and r["chain"] == chains[r["position"]]]
         builder.vocab = KeywordVocabulary.replay(valid)
         with ws.docs.transaction():
@@ -112,7 +115,8 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetr
                     ws.docs.put(namespace, DOC_SESSION, str(r["index"]),
                                 {**r, "position": 1 << 30, "chain": "stale"})
             ws.docs.put(namespace, DOC_STATE, STATE_KEY, builder.vocab.as_doc())
-        report.fallbacks.append(f"replayed from session position {keep} (stored sessions changed)")
+        if keep == unchanged < len(stored.chain):
+            report.fallbacks.append(f"replayed from session position {keep} (stored sessions changed)")
 
     todo = list(enumerate(sessions))[keep:]
     for position, session in progress(todo, "mgretrieval sessions"):
@@ -128,6 +132,11 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetr
     report.embedded = builder.sync_index()
     report.seconds = round(time.monotonic() - start, 3)
     return report
+
+
+def failed_call(record: dict[str, Any]) -> bool:
+    """Whether a session record was built while one of its calls failed (its notes say so)."""
+    return any(note.get("fallback") for note in record.get("notes") or [])
 
 
 def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: Any = None) -> set[str]:

@@ -4,7 +4,9 @@ Per session, in order, each *window* (the whole session when it fits `mra_ingest
 gets two LLM calls: call A rewrites the turns into sentences with a tag, topics, an absolute time
 and personal facts; call B copies cues verbatim out of each rewritten sentence. Both replies are
 validated against the window (invented ids are dropped and reported), every turn is guaranteed
-at least one event, and each valid reply is cached by content hash, so a re-ingest makes no call.
+at least one event, and each valid reply is cached by content hash, so a re-ingest makes no call. A
+session that a failed call left partly built from fallbacks is stamped so, and built again (its
+failed calls asked again) by the next ingest.
 
 `mra_ingest_format` picks the reply format: `compact` (default: positional arrays, local numbers,
 "" for the session date; about 40% fewer generated tokens for the same content), `compact_merged`
@@ -27,8 +29,14 @@ from typing import Any
 from recollect.dialogue.models import Conversation, Session
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES
 from recollect.graphs.mragent.formats import FORMATS, CueItem, CueReply, completion_cap, lexical_cues
-from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_META, K_SESSION, METHOD, TOPICS_KIND
-from recollect.graphs.mragent.persist import SessionMemory, rebuild_indexes, save_session, session_hash
+from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_SESSION, METHOD, TOPICS_KIND
+from recollect.graphs.mragent.persist import (
+    SessionMemory,
+    indexes_current,
+    needs_build,
+    rebuild_indexes,
+    save_session,
+)
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.validation import apply_cues, validate_rewrite
 from recollect.graphs.mragent.windows import render_turn_line, session_date, windows
@@ -72,6 +80,7 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
         )
         reply_a = call_a.value
         if reply_a is None:
+            built.fallback = True
             report.fallbacks.append(f"{where}: rewrite failed ({(call_a.error or '')[:120]}); one raw sentence per turn")
         res = validate_rewrite(reply_a, window, sdate, topic_next, session.index, turn_numbers)
         report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
@@ -102,6 +111,7 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
             )
             reply_b = call_b.value
             if reply_b is None:
+                built.fallback = True
                 report.fallbacks.append(f"{where}: cue extraction failed ({(call_b.error or '')[:120]}); token fallback")
         report.fallbacks.extend(f"{where}: {n}" for n in apply_cues(reply_b, res.events, ctx.mra_cues_accept_turn_ids,
                                                                      sentence_numbers, fallback_limit))
@@ -118,7 +128,7 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MRAgen
     report = BuildReport(METHOD)
     cache = LLMCache(ws.docs)
     done = ws.docs.items(namespace, K_SESSION)
-    todo = [s for s in conversation.sessions if (done.get(str(s.index)) or {}).get("hash") != session_hash(s, ctx)]
+    todo = [s for s in conversation.sessions if needs_build(done.get(str(s.index)), s, ctx)]
     ev_index, tp_index = ws.index(EVENTS_KIND, namespace), ws.index(TOPICS_KIND, namespace)
     changed = False
     for session in progress(todo, "mragent"):
@@ -128,8 +138,8 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MRAgen
         report.sessions += 1
         changed = True
         rebuild_indexes(ws, namespace)
-    if not changed and ws.docs.get(namespace, K_META, "version") is None and done:
-        rebuild_indexes(ws, namespace)
+    if not changed and done and not indexes_current(ws, namespace):
+        rebuild_indexes(ws, namespace)  # a run stopped between saving its last session and this
     return report
 
 

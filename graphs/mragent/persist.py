@@ -7,6 +7,8 @@ describes every stored kind.
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,9 @@ class SessionMemory:
     events: dict[str, dict[str, Any]] = field(default_factory=dict)
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     facts: list[dict[str, Any]] = field(default_factory=list)
+    # Some call's reply was unusable, so part of the session is a fallback: its stamp says so and the
+    # next ingest builds it again (the valid replies come from the LLM cache, the failed ones are asked again).
+    fallback: bool = False
 
 
 def session_hash(session: Session, ctx: MRAgentContext) -> str:
@@ -74,23 +79,45 @@ def save_session(
     ev_index.delete(stale_events)
     tp_index.delete(stale_topics)
     embedded = ev_index.upsert(event_units) + tp_index.upsert(topic_units)
-    with ws.docs.transaction() as conn:
+    with ws.docs.transaction():
         for eid in stale_events:
-            conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_EVENT, eid))
+            ws.docs.delete(namespace, K_EVENT, eid)
         for gid in stale_topics:
-            conn.execute("DELETE FROM docs WHERE namespace=? AND kind=? AND key=?", (namespace, K_TOPIC, gid))
+            ws.docs.delete(namespace, K_TOPIC, gid)
         ws.docs.put_many(namespace, K_EVENT, events)
         ws.docs.put_many(namespace, K_TOPIC, topics)
         ws.docs.put(namespace, K_SESSION, str(session.index), {
             "hash": session_hash(session, ctx), "date": session_date(session), "date_time": session.date_time,
-            "events": list(events), "topics": list(topics), "facts": built.facts,
+            "events": list(events), "topics": list(topics), "facts": built.facts, "fallback": built.fallback,
         })
     return embedded
 
 
+def _in_order(ws: Workspace, namespace: str, kind: str, position: Callable[[str, Any], tuple[Any, ...]]) -> dict[str, Any]:
+    """A kind's documents in conversation order, rewritten so when they are not: the read side
+    (`store.CueTagGraph`) follows the stored order, and a session built again is stored last."""
+    docs = ws.docs.items(namespace, kind)
+    ordered = dict(sorted(docs.items(), key=lambda kv: position(*kv)))
+    if list(ordered) != list(docs):
+        with ws.docs.transaction():
+            ws.docs.delete_kind(namespace, kind)
+            ws.docs.put_many(namespace, kind, ordered)
+    return ordered
+
+
+def _numbers(ident: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", ident))
+
+
 def rebuild_indexes(ws: Workspace, namespace: str) -> None:
-    """Recompute the cue index, persona map and timeline from all events (cheap, always consistent)."""
-    events = ws.docs.items(namespace, K_EVENT)
+    """Recompute the cue index, persona map and timeline from all events (cheap, always consistent), with
+    events, topics and sessions stored in conversation order, as a clean build writes them."""
+    rank = {tid: n for n, tid in enumerate(ws.turns(namespace))}
+    with ws.docs.transaction():
+        events = _in_order(ws, namespace, K_EVENT, lambda eid, ev: (rank.get(ev.get("origin"), len(rank)),
+                                                                    _numbers(eid.rsplit("-", 1)[-1]), eid))
+        _in_order(ws, namespace, K_TOPIC, lambda gid, _: (_numbers(gid), gid))
+        _in_order(ws, namespace, K_SESSION, lambda key, _: (_numbers(key), key))
     cues: dict[str, dict[str, Any]] = {}
     timeline: dict[str, list[str]] = {}
     for eid, ev in events.items():
@@ -118,7 +145,20 @@ def rebuild_indexes(ws: Workspace, namespace: str) -> None:
         ws.docs.put(namespace, K_META, "version", {"events": len(events), "stamp": _stamp(ws, namespace)})
 
 
+def needs_build(stamp: dict[str, Any] | None, session: Session, ctx: MRAgentContext) -> bool:
+    """Whether a session is (re)built: never built, changed since, or built from a fallback."""
+    return not stamp or stamp.get("hash") != session_hash(session, ctx) or bool(stamp.get("fallback"))
+
+
+def indexes_current(ws: Workspace, namespace: str) -> bool:
+    """Whether the derived indexes were rebuilt after the last session was saved (a crash may fall between)."""
+    version = ws.docs.get(namespace, K_META, "version")
+    return bool(version) and version.get("stamp") == _stamp(ws, namespace) \
+        and version.get("events") == ws.docs.count(namespace, K_EVENT)
+
+
 def _stamp(ws: Workspace, namespace: str) -> str:
-    """The build stamp the read side caches a loaded graph under: changes whenever a session does."""
-    hashes = [v.get("hash", "") for v in ws.docs.items(namespace, K_SESSION).values()]
+    """The build stamp the read side caches a loaded graph under: changes whenever a session does,
+    including a fallback session built again from the same content."""
+    hashes = [v.get("hash", "") + ("!" if v.get("fallback") else "") for v in ws.docs.items(namespace, K_SESSION).values()]
     return hashlib.sha256("".join(sorted(hashes)).encode()).hexdigest()[:16]
