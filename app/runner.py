@@ -135,6 +135,17 @@ def require_answerable(namespace: str, method: str, ctx: Context) -> None:
     )
 
 
+def _asked_question(values: dict[str, Any]) -> str | None:
+    """The thread's last question as the user asked it: `question` may hold a follow-up's standalone
+    rewrite, while the human message `question_message_id` names keeps the asked text."""
+    wanted = values.get("question_message_id")
+    for message in reversed(values.get("messages") or []):
+        if getattr(message, "id", None) == wanted and wanted is not None:
+            content = message.content
+            return content.strip() if isinstance(content, str) else None
+    return values.get("question")
+
+
 def _thread_method(data_dir: str, thread_id: str) -> str | None:
     return open_workspace(data_dir).docs.get("", "thread", thread_id)
 
@@ -178,7 +189,7 @@ def ask(
                     f"thread {thread_id!r} reads namespace {snap.values.get('namespace')!r}, not "
                     f"{namespace!r}; use a new --thread for another namespace"
                 )
-            if snap.values.get("question") == question:
+            if _asked_question(snap.values) == question:
                 if not snap.next:
                     return dict(snap.values, thread_id=thread_id, resumed=False)
                 inputs = None  # resume the interrupted run from its last checkpoint

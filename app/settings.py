@@ -49,6 +49,10 @@ class Settings(BaseSettings):
 
     data_dir: str = Field(default_factory=_default_data_dir)
     cache_dir: str = Field(default_factory=_default_cache_dir)
+    # Where the data directory's documents (memories, turn texts, registry, LLM cache) live: "recollect_db" in
+    # recollect.db; "langgraph" as items of LangGraph's SQLite store in store.sqlite (recollect.memory.store_docs),
+    # which copies an existing recollect.db in once.
+    doc_store: Literal["recollect_db", "langgraph"] = "recollect_db"
 
     # An OpenAI-compatible endpoint. Empty base URL = the embedded llama.cpp model.
     llm_base_url: str = ""
@@ -91,14 +95,20 @@ class Settings(BaseSettings):
     # (compact: 4-7 calls instead of 2-6 and 2-4x the generated tokens; single_space: 7-8 calls and
     # 1,458-2,325 tokens against 2 calls and 123-291), so "flexible" (the server's own grammar) is the default.
     local_json_whitespace: Literal["flexible", "compact", "single_space"] = "flexible"
-    # CPU instruction set for the compiled llama-cpp-python runtime: "auto" = AVX-512 when /proc/cpuinfo
-    # reports avx512f/bw/vl, else AVX2; never the native build (it emits AMX and dies with SIGILL here).
+    # CPU instruction set of the llama.cpp runtime: "auto" = on a CPU whose /proc/cpuinfo reports AVX-512,
+    # `recollect setup` compiles xllamacpp once for it (AVX-512 + VNNI/VBMI/BF16 where present, cached in
+    # ~/.cache/recollect/wheels; measured 1.27x prefill, 1.21x decode: benchmarks/reports/runtime_speed.md)
+    # and falls back to the prebuilt AVX2 wheel if the build fails; "avx2" = always the prebuilt wheel.
+    # Never a `-march=native` build: it emits AMX and dies with SIGILL on these machines.
     local_cpu_flags: Literal["auto", "avx512", "avx2"] = "auto"
 
     # `recollect serve`: a JSON file mapping API keys to a user and the namespaces it may use (empty = no
     # auth, allowed on a loopback host only), and the largest dialogue its `ingest` graph takes in one run.
     auth_file: str = ""
     ingest_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
+    # Named endpoints a run may choose with the `model` setting: JSON {"<name>": {"base_url": ..., "model": ...,
+    # "api_key_env": ...}}. A key stays in the server's environment: an entry names the variable holding it.
+    models: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -200,6 +210,15 @@ class Context:
     rewrite_dates_as_said: bool = setting(
         True, "Span rewrite: copy times as said and let the date step (answer_absolute_dates) date them, "
               "instead of having the model work dates out (false = spec)", paper=False)
+    # A follow-up ("And where does she work?") names nothing retrieval can find: one short call rewrites it
+    # from the thread's earlier turns first (recollect.steps.start_question). No paper does this.
+    rewrite_followups: bool = setting(
+        True, "On a thread with earlier turns, rewrite a question that refers back to them into a standalone "
+              "question before retrieval (one short call, recorded as rewrite_question)", paper=False)
+    # Which of the server's named endpoints answers: a name only, never a URL or a key (recollect.llm.models).
+    model: str = setting(
+        "", "Model by name, among the endpoints the server configures (RECOLLECT_MODELS); empty = the default model",
+        pattern=r"[A-Za-z0-9._-]{0,64}")
     # Injected chat models (tests, applications). None = built from Settings. Python objects: never in the
     # schema Studio and clients see.
     chat_model: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={

@@ -19,10 +19,12 @@ from pydantic import BaseModel, Field, field_validator
 from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.dialogue.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 from recollect.llm.lenient import Text
-from recollect.llm.structured import extract_json
+from recollect.llm.models import get_chat_model, model_entry
+from recollect.llm.structured import call_structured, extract_json
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
+from recollect.prompts import render_prompt
 from recollect.settings import Context
 from recollect.state import MemoryState
 from recollect.trace import emit
@@ -232,10 +234,11 @@ def _message_text(message: Any) -> str:
 
 def start_question(state: MemoryState, runtime: Runtime[Context], schema: type = MemoryState) -> dict[str, Any]:
     """Start a new question on the thread: resolve question and namespace, reset the per-question keys
-    of the graph's state `schema`.
+    of the graph's state `schema`, and rewrite a follow-up into a standalone question (`rewrite_followups`).
 
     The question is a human message the caller just sent (the last message, not yet answered), else
     the `question` input, which is then added to `messages` so the thread reads as a conversation.
+    `messages` keep the question as asked; `question` holds the one the graph answers.
     """
     history = list(state.get("messages") or [])
     last = history[-1] if history else None
@@ -247,19 +250,79 @@ def start_question(state: MemoryState, runtime: Runtime[Context], schema: type =
     if new_chat_message:
         question = _message_text(last).strip()
         message_id = last.id
+        history = history[:-1]
     else:
         question = (state.get("question") or "").strip()
         if not question:
             raise ValueError("the question is empty: pass `question`, or a human message in `messages`")
-        asked = HumanMessage(content=question, id=f"question-{uuid.uuid4().hex}")
-        update["messages"] = [asked]
-        message_id = asked.id
+        message_id = f"question-{uuid.uuid4().hex}"
+        # A message dict, not a HumanMessage: the `messages` stream sends every message object a node
+        # returns, and a chat client is sent only the answer (add_messages makes it a HumanMessage).
+        update["messages"] = [{"type": "human", "content": question, "id": message_id}]
     namespace = state.get("namespace") or runtime.context.namespace
     if not namespace:
         raise NamespaceError("no namespace: pass `namespace` in the input or set the `namespace` setting")
     validate_namespace(namespace)
-    update.update(question=question, namespace=namespace, question_message_id=message_id)
+    ctx = runtime.context
+    if ctx is not None:
+        model_entry(ctx.model)  # an unknown `model` fails here, before any retrieval
+    update.update(namespace=namespace, question_message_id=message_id)
+    earlier = _earlier_turns(history)
+    if ctx is not None and ctx.rewrite_followups and earlier:
+        question, note, usage = rewrite_followup(ctx, question, earlier)
+        update.update(trace=Overwrite(emit("rewrite_question", **note)), usage=Overwrite(usage))
+    update["question"] = question
     return update
+
+
+# --- follow-ups: a question that refers back to the thread's earlier turns, made standalone ----------------
+# A question of four or more words with none of these words, not opening with a connective, reads on its own.
+_REFERS_BACK = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their", "theirs", "it", "its",
+                          "that", "those", "this", "these", "there", "then", "one", "ones", "else", "again", "same"})
+_CONNECTIVES = ("and ", "but ", "so ", "also ", "what about ", "how about ")
+_EARLIER_SHOWN = 3  # earlier exchanges in the prompt: the CPU model prefills about 57 tokens/s
+
+
+class StandaloneQuestion(BaseModel):
+    question: Text = Field(description="the question, understood without the conversation")
+
+
+def _earlier_turns(history: list[Any]) -> list[tuple[str, str]]:
+    """(question, answer) of each answered question on the thread, oldest first."""
+    pairs, asked = [], ""
+    for message in history:
+        if isinstance(message, AIMessage) and asked:
+            pairs.append((asked, _message_text(message).strip()))
+        asked = _message_text(message).strip() if isinstance(message, HumanMessage) else ""
+    return pairs
+
+
+def refers_back(question: str) -> bool:
+    """The question may lean on earlier turns: a referring word, a leading connective, or under four words."""
+    words = _WORD.findall(question.lower())
+    return len(words) < 4 or bool(set(words) & _REFERS_BACK) or (" ".join(words) + " ").startswith(_CONNECTIVES)
+
+
+def rewrite_followup(ctx: Context, question: str, earlier: list[tuple[str, str]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(the question to answer, the `rewrite_question` trace fields, usage): one short call when the
+    question may refer back, else the question unchanged; an unusable reply keeps the question."""
+    if not refers_back(question):
+        return question, {"original": question, "rewritten": None, "skipped": "no word refers back"}, {}
+    shown = "\n".join(f"Q: {q[:200]}\nA: {a[:200]}" for q, a in earlier[-_EARLIER_SHOWN:])
+    user = render_prompt("common", "standalone_question", conversation=shown, question=question)
+    res = call_structured(get_chat_model(ctx), messages(None, user), StandaloneQuestion, node="rewrite_question",
+                          method=ctx.structured_method, max_tokens=80)
+    rewritten = " ".join(res.value.question.split()) if res.value is not None else ""
+    own = {w for w in _WORD.findall(question.lower()) if len(w) >= 3 and w not in _COMMON | _REFERS_BACK}
+    problem = ("invalid reply" if res.value is None else "empty rewrite" if not rewritten or is_no_info(rewritten)
+               else "the rewrite is too long" if len(rewritten) > 300
+               else "the rewrite dropped the question's own words"
+               if 2 * len(own & set(_WORD.findall(rewritten.lower()))) < len(own) else None)
+    if problem is None:
+        return rewritten, {"original": question, "rewritten": rewritten}, res.usage
+    note = res.failure_note() if res.value is None else {"rewrite_reply": rewritten[:300]}
+    return question, {"original": question, "rewritten": None, "fallback_rule": f"{problem}: the question as asked",
+                      **note}, res.usage
 
 
 def _dated_turns(ctx: Context, state: MemoryState, ids: Iterable[str]) -> dict[str, DatedTurn]:

@@ -38,10 +38,13 @@ from recollect.settings import get_settings, setting_names
 
 
 def backbone_name(ctx: AllMethodsContext) -> str:
-    from recollect.llm.models import model_name
+    from recollect.llm.models import model_entry, model_name
 
     if ctx.chat_model is not None:
         return model_name(ctx.chat_model)
+    entry = model_entry(ctx.model)  # a run's `model` setting names one of the configured endpoints
+    if entry is not None:
+        return entry["model"]
     s = get_settings()
     if s.llm_base_url:
         return s.llm_model or "gpt-4o-mini"  # the factory's default model name

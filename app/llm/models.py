@@ -2,17 +2,21 @@
 
 With no `RECOLLECT_LLM_BASE_URL`, the first request for a model starts the local llama.cpp
 server on a free 127.0.0.1 port (stopped when the process exits). Models are cached per process.
+A run's `model` setting picks one of the endpoints the server names in `RECOLLECT_MODELS`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from recollect.settings import Context, get_settings
+from recollect.settings import Context, ContextError, get_settings
 
 _LOCK = threading.Lock()
 _MODELS: dict[str, BaseChatModel] = {}
@@ -82,6 +86,9 @@ def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "") 
         max_retries=s.llm_max_retries,  # the OpenAI client backs off exponentially on transient errors
         max_tokens=s.llm_max_tokens,
         stream_usage=True,
+        # Every reply is read whole (parsed and validated) and none is shown as it comes: without this, the
+        # callback of LangGraph's `messages` stream would switch each call to a streamed request.
+        disable_streaming=True,
         recollect_json_whitespace=json_whitespace,
     )
 
@@ -133,11 +140,79 @@ def aux_chat_model() -> BaseChatModel:
         return _MODELS["aux"]
 
 
+_MODEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # the `model` setting's pattern (recollect.settings)
+_ENTRY_KEYS = frozenset({"base_url", "model", "api_key_env"})
+
+
+@lru_cache(maxsize=4)
+def _parse_models(raw: str) -> dict[str, dict[str, str]]:
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"RECOLLECT_MODELS is not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(data, dict):
+        raise ValueError('RECOLLECT_MODELS must be a JSON object {"<name>": {"base_url", "model", "api_key_env"}}')
+    out: dict[str, dict[str, str]] = {}
+    for name, entry in data.items():
+        where = f"RECOLLECT_MODELS[{name!r}]"
+        if not _MODEL_NAME.fullmatch(name):
+            raise ValueError(f"{where}: a name is 1-64 letters, digits, '.', '_' or '-'")
+        if not isinstance(entry, dict) or set(entry) - _ENTRY_KEYS or not all(isinstance(v, str) for v in entry.values()):
+            raise ValueError(f"{where}: an object of strings with keys {', '.join(sorted(_ENTRY_KEYS))} (a key is "
+                             "read from the environment variable api_key_env names, never written here)")
+        if not entry.get("model"):
+            raise ValueError(f"{where}: 'model' is required")
+        out[name] = {key: entry.get(key, "") for key in sorted(_ENTRY_KEYS)}
+    return out
+
+
+def configured_models() -> dict[str, dict[str, str]]:
+    """The server's named endpoints (`RECOLLECT_MODELS`): {name: {"base_url", "model", "api_key_env"}}."""
+    return _parse_models(get_settings().models)
+
+
+def model_entry(name: str) -> dict[str, str] | None:
+    """The endpoint the `model` setting names (None for "": the default model); an unknown name is a
+    `ContextError` naming the choices. Clients send a name only, so they never pick a URL or a key."""
+    if not name:
+        return None
+    known = configured_models()
+    if name not in known:
+        choices = ", ".join(sorted(known)) or "none: RECOLLECT_MODELS is not set"
+        raise ContextError(f"setting model: unknown model {name!r}; configured models: {choices} "
+                           "(leave it empty for the default model)")
+    return known[name]
+
+
+def named_chat_model(name: str) -> BaseChatModel:
+    """The chat model for a `model` setting: a configured endpoint, or the default one for ""."""
+    entry = model_entry(name)
+    if entry is None:
+        return default_chat_model()
+    key = f"named:{name}:{json.dumps(entry, sort_keys=True)}"
+    with _LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+    env = entry["api_key_env"]
+    if env and not os.environ.get(env):
+        raise ValueError(f"RECOLLECT_MODELS[{name!r}]: the environment variable {env} holding its key is not set")
+    model = _openai(entry["base_url"], os.environ.get(env, "") if env else "", entry["model"])
+    with _LOCK:
+        return _MODELS.setdefault(key, model)
+
+
 def get_chat_model(ctx: Context, role: str = "main") -> BaseChatModel:
-    """The model for a node: an injected one from the context, else the configured endpoint."""
+    """The model for a node: an injected one from the context, else the endpoint the `model` setting
+    names, else the configured default. The auxiliary role keeps its own endpoint when one is set."""
+    name = ctx.model
+    model_entry(name)  # an unknown name fails even when a model is injected: a typo never passes silently
     if role == "aux":
-        return ctx.aux_chat_model or ctx.chat_model or aux_chat_model()
-    return ctx.chat_model or default_chat_model()
+        if ctx.aux_chat_model or ctx.chat_model:
+            return ctx.aux_chat_model or ctx.chat_model
+        return aux_chat_model() if get_settings().aux_llm_base_url else named_chat_model(name)
+    return ctx.chat_model or named_chat_model(name)
 
 
 def model_name(model: Any) -> str:

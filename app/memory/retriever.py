@@ -47,9 +47,12 @@ class _Corpus:
         import bm25s
 
         if self._bm25 is None:
-            self._bm25 = bm25s.BM25()
-            self._bm25.index(bm25s.tokenize([u.text for u in self.units], stopwords="en", show_progress=False),
-                             show_progress=False)
+            # Index into a local and publish it when complete: a concurrent first query must never see
+            # a half-built index.
+            index = bm25s.BM25()
+            index.index(bm25s.tokenize([u.text for u in self.units], stopwords="en", show_progress=False),
+                        show_progress=False)
+            self._bm25 = index
         tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
         if not tokens:
             return []

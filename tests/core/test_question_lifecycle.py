@@ -32,7 +32,8 @@ def _answers(msgs: list[Any], kw: dict[str, Any]) -> Any:
 @pytest.fixture
 def ctx(data_dir: str) -> AllMethodsContext:
     ingest_conversation(CONV, "life", AllMethodsContext(data_dir=data_dir), methods=["memr3"])
-    return AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answers))
+    # follow-up rewriting has its own tests (test_followups.py); here each question is answered as asked
+    return AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answers), rewrite_followups=False)
 
 
 @pytest.mark.parametrize("method", list(GRAPHS))
