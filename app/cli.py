@@ -172,6 +172,22 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from recollect.memory.workspace import migrate_data_dir
+
+    data_dir = _context(args).data_dir
+    done = migrate_data_dir(data_dir)
+    if done is None:
+        print(f"nothing to migrate: {data_dir} has no recollect.db")
+    elif done.already:
+        print(f"already migrated on {done.migrated_at}: {done.documents} documents, {done.cache_entries} cache "
+              "entries; nothing copied")
+    else:
+        print(f"migrated {done.documents} documents and {done.cache_entries} cache entries from recollect.db into "
+              "store.sqlite (no model called); RECOLLECT_DOC_STORE=langgraph reads them")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from recollect.dialogue.loaders import load_conversation
     from recollect.ingestion import ingest_conversation
@@ -274,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("forget", help="delete everything stored for a namespace, its threads included")
     s.add_argument("namespace")
     s.set_defaults(func=cmd_forget)
+
+    s = sub.add_parser("migrate", help="copy the data directory's recollect.db into its LangGraph store "
+                                       "(store.sqlite), once; no model is called")
+    s.set_defaults(func=cmd_migrate)
 
     s = sub.add_parser("serve", help="run the LangGraph API server for every graph in langgraph.json")
     from recollect.service.serve import add_serve_arguments  # stdlib only: the CLI starts as fast

@@ -3,9 +3,12 @@
 What is measured: everything a MemR3 question costs except the LLM itself — graph scheduling,
 state reducers, prompt rendering, JSON validation, Chroma queries, mask bookkeeping, BM25 fusion.
 Stored turns use the hashing embedder (MiniLM would take ~40 min to embed 100k turns on 2 cores);
-the MiniLM query-embedding cost is measured separately and reported beside it.
+the MiniLM query-embedding cost is measured separately and reported beside it. Each size is measured
+for each document store (`RECOLLECT_DOC_STORE`: recollect.db, or LangGraph's SQLite store), and the
+report keeps the previous report's numbers beside the new ones.
 
-    python benchmarks/overhead.py [--sizes 1000,10000,100000] [--questions 30] [--out benchmarks/reports]
+    python benchmarks/overhead.py [--sizes 1000,10000,100000] [--questions 30] [--doc-stores recollect_db,langgraph]
+                                  [--out benchmarks/reports]
 """
 
 from __future__ import annotations
@@ -56,33 +59,99 @@ def router_script(msgs, kw):  # noqa: ANN001, ANN201 - always retrieve: the wors
             "retrieval_query": "garden festival"}
 
 
-def measure(n_turns: int, questions: int) -> dict:
+class _TimedDocs:
+    """The workspace's document store, timing every call in CPU time: what a question spends in the store
+    itself."""
+
+    def __init__(self, docs: object) -> None:
+        self.docs, self.seconds, self.calls = docs, 0.0, 0
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.docs, name)
+        if name == "transaction" or not callable(attr):
+            return attr
+
+        def timed(*args: object, **kwargs: object) -> object:
+            start = time.thread_time()  # store calls run in the calling thread
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.seconds += time.thread_time() - start
+                self.calls += 1
+
+        return timed
+
+
+def _store_costs(ws: Workspace) -> tuple[float, float]:
+    """CPU time of reading every turn from the store (the first question's corpus load; best of 3) and of one
+    `turns` call that finds its cache current (each retrieval step makes some)."""
+    loads = []
+    for _ in range(3):
+        ws._turn_cache.clear()
+        start = time.process_time()
+        ws.turns("bench")
+        loads.append((time.process_time() - start) * 1000)
+    start = time.process_time()
+    for _ in range(500):
+        ws.turns("bench")
+    return min(loads), (time.process_time() - start) * 1e6 / 500
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+    return {"mean": round(statistics.mean(v), 2), "median": round(statistics.median(v), 2),
+            "p90": round(v[int(0.9 * (len(v) - 1))], 2)}
+
+
+def measure(n_turns: int, questions: int, doc_stores: list[str]) -> list[dict]:
+    """One row per document store. Wall time and this process's CPU time (what other processes' load moves
+    least); the stores take turns question by question, so on a shared machine both meet the same load, and
+    each goes first on every other question."""
     conv = synthetic(n_turns)
-    data = tempfile.mkdtemp(prefix="recollect-overhead-")
-    ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
-    t0 = time.monotonic()
-    ingest_conversation(conv, "bench", AllMethodsContext(data_dir=data), methods=["memr3"], ws=ws)
-    ingest_s = time.monotonic() - t0
+    built = {}
+    for doc_store in doc_stores:
+        data = tempfile.mkdtemp(prefix="recollect-overhead-")
+        ws = register_workspace(Workspace(data, embeddings=HashEmbeddings(), doc_store=doc_store))
+        t0, c0 = time.monotonic(), time.process_time()
+        ingest_conversation(conv, "bench", AllMethodsContext(data_dir=data), methods=["memr3"], ws=ws)
+        built[doc_store] = (data, ws, time.monotonic() - t0, time.process_time() - c0, *_store_costs(ws))
+        ws.docs = _TimedDocs(ws.docs)  # type: ignore[assignment]
     rng = random.Random(1)
     qs = [f"When did they talk about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?" for _ in range(questions)]
-    times, steps = [], []
+    wall: dict[str, list[float]] = {d: [] for d in doc_stores}
+    cpu: dict[str, list[float]] = {d: [] for d in doc_stores}
+    first: dict[str, tuple[float, float]] = {}
+    steps: list[int] = []
     for i, q in enumerate(qs):
-        ctx = AllMethodsContext(data_dir=data, chat_model=scripted(default=router_script))
-        start = time.perf_counter()
-        out = graph.invoke({"namespace": "bench", "question": q}, context=ctx, config={"recursion_limit": 20})
-        elapsed = time.perf_counter() - start
-        if i:  # the first question pays one-off corpus loading; it is reported separately
-            times.append(elapsed * 1000)
-        else:
-            first_ms = elapsed * 1000
-        steps.append(len(out["trace"]))
-    times.sort()
-    return {
-        "turns": n_turns, "chunks": ws.index("memr3c256", "bench").count(), "ingest_s": round(ingest_s, 1),
-        "questions": questions, "steps_per_question": statistics.mean(steps),
-        "first_question_ms": round(first_ms, 1), "mean_ms": round(statistics.mean(times), 2),
-        "median_ms": round(statistics.median(times), 2), "p90_ms": round(times[int(0.9 * (len(times) - 1))], 2),
-    }
+        # Alternate which store goes first: the second run of a question finds caches keyed by its text warm.
+        for doc_store in doc_stores if i % 2 == 0 else doc_stores[::-1]:
+            data = built[doc_store][0]
+            ctx = AllMethodsContext(data_dir=data, chat_model=scripted(default=router_script))
+            start, cpu_start = time.perf_counter(), time.process_time()
+            out = graph.invoke({"namespace": "bench", "question": q}, context=ctx, config={"recursion_limit": 20})
+            elapsed, cpu_ms = (time.perf_counter() - start) * 1000, (time.process_time() - cpu_start) * 1000
+            if i:  # the first question pays one-off corpus loading; it is reported separately
+                wall[doc_store].append(elapsed)
+                cpu[doc_store].append(cpu_ms)
+            else:
+                first[doc_store] = (elapsed, cpu_ms)
+            steps.append(len(out["trace"]))
+    rows = []
+    for doc_store, (_data, ws, ingest_s, ingest_cpu_s, load_ms, cached_us) in built.items():
+        timed = ws.docs
+        w, c = _summary(wall[doc_store]), _summary(cpu[doc_store])
+        rows.append({
+            "doc_store": doc_store, "turns": n_turns, "chunks": ws.index("memr3c256", "bench").count(),
+            "ingest_s": round(ingest_s, 1), "ingest_cpu_s": round(ingest_cpu_s, 1),
+            "load_turns_cpu_ms": round(load_ms, 1), "cached_turns_cpu_us": round(cached_us, 1),
+            "questions": questions, "steps_per_question": statistics.mean(steps),
+            "docs_calls_per_question": round(timed.calls / questions, 1),
+            "docs_cpu_ms_per_question": round(timed.seconds * 1000 / questions, 3),
+            "first_question_ms": round(first[doc_store][0], 1), "first_question_cpu_ms": round(first[doc_store][1], 1),
+            "mean_ms": w["mean"], "median_ms": w["median"], "p90_ms": w["p90"],
+            "cpu_mean_ms": c["mean"], "cpu_median_ms": c["median"], "cpu_p90_ms": c["p90"],
+        })
+    return rows
 
 
 def minilm_query_ms(n: int = 20) -> float | None:
@@ -103,15 +172,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--questions", type=int, default=30)
+    ap.add_argument("--doc-stores", default="recollect_db,langgraph")
+    ap.add_argument("--note", default="", help="conditions of this run (e.g. other load on the machine)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "reports"))
     args = ap.parse_args()
-    rows = [measure(int(s), args.questions) for s in args.sizes.split(",")]
+    stores = args.doc_stores.split(",")
+    measure(250, 2, stores)  # warm-up: the process's first graph run imports and compiles what every later one reuses
+    rows = [row for size in args.sizes.split(",") for row in measure(int(size), args.questions, stores)]
     q_ms = minilm_query_ms()
     cmd = "python benchmarks/overhead.py " + " ".join(sys.argv[1:])
-    report = {"command": cmd.strip(), "rows": rows, "minilm_query_embedding_ms": q_ms,
-              "note": "worst case at the defaults: 5 retrievals + 5 router calls + 1 answer call per question, zero-latency scripted model"}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    previous = _previous(out / "overhead.json")
+    report = {"command": cmd.strip(), "rows": rows, "minilm_query_embedding_ms": q_ms, "conditions": args.note,
+              "previous": previous,
+              "note": "worst case at the defaults: 5 retrievals + 5 router calls + 1 answer call per question, zero-latency scripted model"}
     (out / "overhead.json").write_text(json.dumps(report, indent=2))
     lines = [
         "# Framework overhead per MemR3 question (zero-latency scripted model)", "",
@@ -119,16 +194,42 @@ def main() -> None:
         "Each question is MemR3's worst case at the defaults: 5 × (masked hybrid retrieval over Chroma + BM25,",
         "router call) and the answer call, 11 graph steps, 6 scripted LLM calls. Stored turns use the hashing embedder;",
         f"a MiniLM query embedding adds about {q_ms} ms per retrieval (cached per text) and is not included.", "",
-        "| stored turns | chunks | ingest (s) | first question (ms) | mean (ms) | median (ms) | p90 (ms) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "Documents: `recollect_db` = recollect.db (DocStore), `langgraph` = items of LangGraph's SQLite store",
+        "(store.sqlite, StoreDocs). Times are wall-clock and, in brackets, this process's CPU time, which other",
+        "processes' load moves least. *load turns*: reading every turn from the store (CPU); *cached turns*: one",
+        "`Workspace.turns` call that finds its cache current (CPU; each retrieval step makes some); *store per",
+        "question*: CPU time of a question's document-store calls and their number (the first question included).",
+        *(["", f"Conditions: {args.note}"] if args.note else []), "",
+        "| documents | stored turns | chunks | ingest s (CPU) | load turns ms | cached turns µs "
+        "| store per question ms (calls) | first question ms (CPU) | mean ms (CPU) | median ms (CPU) | p90 ms (CPU) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['turns']:,} | {r['chunks']:,} | {r['ingest_s']} | {r['first_question_ms']} | "
-                     f"{r['mean_ms']} | {r['median_ms']} | {r['p90_ms']} |")
+        lines.append(
+            f"| {r['doc_store']} | {r['turns']:,} | {r['chunks']:,} | {r['ingest_s']} ({r['ingest_cpu_s']}) | "
+            f"{r['load_turns_cpu_ms']} | {r['cached_turns_cpu_us']} | {r['docs_cpu_ms_per_question']} "
+            f"({r['docs_calls_per_question']}) | {r['first_question_ms']} ({r['first_question_cpu_ms']}) | "
+            f"{r['mean_ms']} ({r['cpu_mean_ms']}) | {r['median_ms']} ({r['cpu_median_ms']}) | {r['p90_ms']} ({r['cpu_p90_ms']}) |")
+    if previous:
+        lines += ["", f"Previous report (`{previous.get('command')}`{', ' + previous['conditions'] if previous.get('conditions') else ''}):", "",
+                  "| documents | stored turns | ingest (s) | first question (ms) | mean (ms) | median (ms) | p90 (ms) |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in previous["rows"]:
+            lines.append(f"| {r.get('doc_store', 'recollect_db')} | {r['turns']:,} | {r['ingest_s']} | "
+                         f"{r['first_question_ms']} | {r['mean_ms']} | {r['median_ms']} | {r['p90_ms']} |")
     lines += ["", "Target: under 50 ms per question at 10k turns. The first question loads the corpus for BM25",
               "and mask bookkeeping once per process."]
     (out / "overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def _previous(path: Path) -> dict | None:
+    """The last report's command, conditions and rows (not its own 'previous': one generation is kept)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: old.get(k) for k in ("command", "conditions", "rows")}
 
 
 if __name__ == "__main__":

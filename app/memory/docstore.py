@@ -1,9 +1,12 @@
-"""The embedded database for structured indexes: namespaced JSON documents in SQLite.
+"""The embedded database for structured indexes: namespaced JSON documents in SQLite (`recollect.db`).
 
 Keyword maps, the Cue–Tag–Content graph, summary ↔ raw links, turn texts and the LLM response
 cache all live here, beside Chroma in the data directory. Every read and write names its
 namespace, so no query can cross one. Writes of one build step go through `transaction()` so a
 crash leaves either the old or the new version, never half of each.
+
+This is the `RECOLLECT_DOC_STORE=recollect_db` backend; `recollect.memory.store_docs.StoreDocs` is the
+same API on a LangGraph `BaseStore` (`langgraph`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ CREATE TABLE IF NOT EXISTS llm_cache (
   key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL DEFAULT (julianday('now'))
 );
 """
+
+
+CACHE_HASH_CHARS = 64  # recollect.llm.cache.cache_key: `<namespace>:<sha256 hex>`
 
 
 class DocStore:
@@ -101,16 +107,18 @@ class DocStore:
     def delete_namespace(self, namespace: str) -> int:
         """Delete every document of a namespace, its registry entry and its LLM-cache entries.
 
-        Cache keys start with `<namespace>:` (see `recollect.llm.cache.cache_key`); namespace names
-        cannot contain ':', so the prefix never matches another namespace. Returns the rows removed.
+        Cache keys are `<namespace>:<sha256 hex>` (see `recollect.llm.cache.cache_key`); a namespace may
+        itself hold ':', so the key's length must match too ("a"'s prefix `a:` also starts every key of
+        "a:b"). Returns the rows removed.
         """
         if not namespace:
             raise ValueError("the registry namespace '' cannot be deleted")
+        prefix = namespace + ":"
         with self.transaction() as c:
             n = c.execute("DELETE FROM docs WHERE namespace=?", (namespace,)).rowcount
             n += c.execute("DELETE FROM docs WHERE namespace='' AND kind='namespace' AND key=?", (namespace,)).rowcount
-            n += c.execute("DELETE FROM llm_cache WHERE substr(key, 1, ?) = ?",
-                           (len(namespace) + 1, namespace + ":")).rowcount
+            n += c.execute("DELETE FROM llm_cache WHERE substr(key, 1, ?) = ? AND length(key) = ?",
+                           (len(prefix), prefix, len(prefix) + CACHE_HASH_CHARS)).rowcount
         return n
 
     def namespaces(self) -> list[str]:
@@ -126,3 +134,15 @@ class DocStore:
         self._conn().execute(
             "INSERT OR REPLACE INTO llm_cache (key, value) VALUES (?,?)", (key, json.dumps(value, ensure_ascii=False))
         )
+
+    # --- everything, in write order (`recollect migrate` copies it into a LangGraph store). Lists, not
+    # generators: a half-read cursor would hold a read transaction open and lock other writers out.
+    def rows(self) -> list[tuple[str, str, str, Any]]:
+        """(namespace, kind, key, value) of every document, oldest write first."""
+        rows = self._conn().execute("SELECT namespace, kind, key, value FROM docs ORDER BY rowid").fetchall()
+        return [(ns, kind, key, json.loads(value)) for ns, kind, key, value in rows]
+
+    def cache_rows(self) -> list[tuple[str, Any]]:
+        """(key, value) of every LLM-cache entry, oldest write first."""
+        rows = self._conn().execute("SELECT key, value FROM llm_cache ORDER BY rowid").fetchall()
+        return [(key, json.loads(value)) for key, value in rows]

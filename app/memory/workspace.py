@@ -4,9 +4,15 @@
 method takes the namespace and can only see that namespace's documents and collections.
 
 A namespace is the app's own id for a user or conversation (`a@b.com`, `auth0|123`, any script):
-SQLite keys it as given (bound parameters), Chroma gets `storage_name(namespace)`, a name Chroma
-accepts. A process may stay up for days (`recollect serve`) while `recollect forget` and `ingest` run
-beside it, so cached collection handles and turns are checked against the stores before use.
+SQLite keys it as given (bound parameters), a LangGraph store gets an escaped label
+(`recollect.memory.store_docs`), Chroma gets `storage_name(namespace)`, a name Chroma accepts.
+
+A process may stay up for days (`recollect serve`) while `recollect forget` and `ingest` run beside it,
+so cached collection handles and turns are checked against the stores before use.
+
+Documents live in `recollect.db` (`RECOLLECT_DOC_STORE=recollect_db`, `DocStore`) or as items of a
+LangGraph store in `store.sqlite` (`langgraph`, `StoreDocs`); opening a data directory with the store
+copies an existing `recollect.db` into it once (`migrate_doc_db`), without calling any model.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from langchain_core.embeddings import Embeddings
 from recollect.dialogue.models import Conversation, Session, Turn
 from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings
+from recollect.memory.store_docs import STORE_FILE, Migration, StoreDocs, migrate_doc_db, open_store_docs
 from recollect.memory.vectors import Unit, VectorIndex
 
 NAMESPACE_MAX_CHARS = 200
@@ -37,7 +44,6 @@ NAMESPACE_MAX_CHARS = 200
 _PLAIN_NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
 _NOT_PLAIN = re.compile(r"[^A-Za-z0-9_-]+")
 _SLUG_CHARS = 24  # with the hash, collection names stay within the 63 characters older Chromas allow
-_CACHE_HASH_CHARS = 64  # recollect.llm.cache.cache_key: `<namespace>:<sha256 hex>`
 _TURNS_VERSION = "turns_version"  # docs kind: one id per store_turns, so other processes see a re-ingest
 
 
@@ -86,7 +92,7 @@ def storage_name(namespace: str) -> str:
 
 # Store files a command writes: SQLite opens a read-only file and fails only at the first write, far
 # from the cause, so each that exists must be writable up front.
-_STORE_FILES = ("recollect.db", "checkpoints.sqlite", "chroma", "chroma/chroma.sqlite3")
+_STORE_FILES = ("recollect.db", STORE_FILE, "checkpoints.sqlite", "chroma", "chroma/chroma.sqlite3")
 
 
 def usable_data_dir(data_dir: str | Path) -> Path:
@@ -121,13 +127,43 @@ class NamespaceInfo:
     built: dict[str, Any]
 
 
+def _opened(path: Path, open_it: Any) -> Any:
+    try:
+        return open_it(path)
+    except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+        raise DataDirError(f"{path}: {exc}") from exc
+
+
+def open_docs(data_dir: Path, doc_store: str | None = None) -> DocStore | StoreDocs:
+    """The data directory's document store: `doc_store` or the `RECOLLECT_DOC_STORE` setting."""
+    from recollect.settings import get_settings
+
+    backend = doc_store or get_settings().doc_store
+    if backend == "recollect_db":
+        return _opened(data_dir / "recollect.db", DocStore)
+    if backend != "langgraph":
+        raise ValueError(f"unknown document store {backend!r} (use recollect_db or langgraph)")
+    docs = _opened(data_dir / STORE_FILE, open_store_docs)
+    if (data_dir / "recollect.db").exists():  # the automatic upgrade (a no-op once done)
+        _opened(data_dir / "recollect.db", lambda path: migrate_doc_db(path, docs))
+    return docs
+
+
+def migrate_data_dir(data_dir: str | Path) -> Migration | None:
+    """Copy a data directory's recollect.db into its LangGraph store (`recollect migrate`), whatever
+    RECOLLECT_DOC_STORE says; None when there is no recollect.db. Idempotent, calls no model."""
+    path = usable_data_dir(data_dir)
+    if not (path / "recollect.db").exists():
+        return None
+    docs = _opened(path / STORE_FILE, open_store_docs)
+    return _opened(path / "recollect.db", lambda db: migrate_doc_db(db, docs))
+
+
 class Workspace:
-    def __init__(self, data_dir: str | Path, embeddings: Embeddings | None = None) -> None:
+    def __init__(self, data_dir: str | Path, embeddings: Embeddings | None = None,
+                 doc_store: str | None = None) -> None:
         self.data_dir = usable_data_dir(data_dir)
-        try:
-            self.docs = DocStore(self.data_dir / "recollect.db")
-        except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
-            raise DataDirError(f"{self.data_dir / 'recollect.db'}: {exc}") from exc
+        self.docs: DocStore | StoreDocs = open_docs(self.data_dir, doc_store)
         self._embeddings = embeddings
         self._client: Any = None
         self._lock = threading.Lock()
@@ -211,7 +247,7 @@ class Workspace:
         Idempotent: forgetting an unknown namespace deletes nothing. Returns what was removed.
         """
         stored = storage_name(namespace)
-        rows = self._delete_rows(namespace)
+        rows = self.docs.delete_namespace(namespace)
         collections = 0
         for collection in self.client.list_collections():
             name = collection if isinstance(collection, str) else collection.name
@@ -223,20 +259,6 @@ class Workspace:
                 del self._indexes[key]
         self._turn_cache.pop(namespace, None)
         return {"documents": rows, "collections": collections}
-
-    def _delete_rows(self, namespace: str) -> int:
-        """Delete a namespace's documents, its registry entry and its LLM-cache entries in one transaction.
-
-        Cache keys are `<namespace>:<hash>`; a namespace may itself hold ':', so the key's length must
-        match too ("a"'s prefix `a:` also starts every key of "a:b").
-        """
-        prefix = namespace + ":"
-        with self.docs.transaction() as c:
-            n = c.execute("DELETE FROM docs WHERE namespace=?", (namespace,)).rowcount
-            n += c.execute("DELETE FROM docs WHERE namespace='' AND kind='namespace' AND key=?", (namespace,)).rowcount
-            n += c.execute("DELETE FROM llm_cache WHERE substr(key, 1, ?) = ? AND length(key) = ?",
-                           (len(prefix), prefix, len(prefix) + _CACHE_HASH_CHARS)).rowcount
-        return n
 
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
     def store_turns(self, namespace: str, conversation: Conversation) -> int:
@@ -270,7 +292,10 @@ class Workspace:
     def turns(self, namespace: str) -> dict[str, Turn]:
         """Every turn of the namespace by id, in conversation order (cached until the next ingest, here or
         in another process: a forget and re-ingest may keep the count but not the text)."""
-        version = (self.docs.get(namespace, _TURNS_VERSION, "current"), self.docs.count(namespace, "turn"))
+        # The version alone says whether turns changed; a data directory written before it existed falls
+        # back to the count (counting reads every turn from a LangGraph store).
+        stamp = self.docs.get(namespace, _TURNS_VERSION, "current")
+        version = (stamp, 0 if stamp else self.docs.count(namespace, "turn"))
         cached = self._turn_cache.get(namespace)
         if cached and cached[0] == version:
             return cached[1]

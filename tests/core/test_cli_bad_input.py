@@ -136,13 +136,16 @@ def test_fresh_read_only_data_dir_and_one_under_it(tmp_path: Path, read_only: li
 
 
 def test_read_only_database_file(ingested: Path, read_only: list[Path]) -> None:
-    db = ingested / "recollect.db"
+    from recollect.settings import get_settings
+
+    name = "store.sqlite" if get_settings().doc_store == "langgraph" else "recollect.db"  # the documents' file
+    db = ingested / name
     before = fingerprint(ingested)
     db.chmod(0o444)
     read_only.append(db)
     done = cli_unprivileged(ingested, "ask", "Who is Biscuit?", "-n", "demo", "-m", "rag")
     assert done.returncode == 2 and one_error_line(done.stderr), done.stderr
-    assert "recollect.db is read-only" in done.stderr
+    assert f"{name} is read-only" in done.stderr
     assert fingerprint(ingested) == before
 
 

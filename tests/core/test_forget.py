@@ -12,6 +12,7 @@ from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.scripted import scripted
+from recollect.memory.store_docs import CACHE_KIND, ROOT, StoreDocs, ns_label
 from recollect.memory.workspace import NamespaceError, open_workspace
 from recollect.runner import ask, forget, history, sqlite_checkpointer
 from tests.helpers import make_conversation
@@ -31,9 +32,14 @@ def _setup(data_dir: str) -> AllMethodsContext:
 
 def _store_counts(data_dir: str, ns: str) -> tuple[int, int, int]:
     ws = open_workspace(data_dir)
-    conn = ws.docs._conn()
-    docs = conn.execute("SELECT COUNT(*) FROM docs WHERE namespace=?", (ns,)).fetchone()[0]
-    cache = conn.execute("SELECT COUNT(*) FROM llm_cache WHERE key LIKE ?", (ns + ":%",)).fetchone()[0]
+    if isinstance(ws.docs, StoreDocs):  # RECOLLECT_DOC_STORE=langgraph: the items under the namespace's label
+        items = ws.docs.store.search((ROOT, ns_label(ns)), limit=1_000_000)
+        cache = sum(1 for i in items if i.namespace[2] == CACHE_KIND)
+        docs = len(items) - cache
+    else:
+        conn = ws.docs._conn()
+        docs = conn.execute("SELECT COUNT(*) FROM docs WHERE namespace=?", (ns,)).fetchone()[0]
+        cache = conn.execute("SELECT COUNT(*) FROM llm_cache WHERE key LIKE ?", (ns + ":%",)).fetchone()[0]
     collections = [c.name for c in ws.client.list_collections() if c.name.split("-", 1)[1] == ns]
     return docs, cache, len(collections)
 
