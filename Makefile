@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null \
 	  || $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on "torch==2.13.0"
 	@echo "==> installing recollect and its dependencies"
-	@$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e ".[embeddings,serve,eval,plots,dev]"
+	@$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e ".[embeddings,serve,eval,plots,dev,postgres]"
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

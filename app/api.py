@@ -13,6 +13,7 @@ Settings come from a method's context class (`MemR3Context`, ...), keyword setti
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from recollect.dialogue.loaders import load_conversation
 from recollect.dialogue.models import Conversation
 from recollect.graphs.registry import AllMethodsContext, context_class, load_graph
 from recollect.memory.build import BuildReport
+from recollect.memory.workspace import validate_namespace
 from recollect.settings import Context
 
 
@@ -37,12 +39,48 @@ def _context(cls: type[Context], context: Context | None, settings: dict[str, An
     return base if type(base) is cls else base.narrow(cls)
 
 
+# The methods that read snippets from a retriever; the others build and search memories of their own.
+_STORE_METHODS = ("memr3", "rag")
+
+
+def _with_vector_store(method: str, ctx: Context, vector_store: Any) -> Context:
+    """`ctx` reading `vector_store` as its retriever, k documents a query by the method's own setting."""
+    from langchain_core.vectorstores import VectorStore
+
+    if method not in _STORE_METHODS:
+        raise ValueError(f"method {method!r} cannot use vector_store=: it builds and searches its own memory "
+                         f"(only {' and '.join(_STORE_METHODS)} read a vector store)")
+    if not isinstance(vector_store, VectorStore):
+        raise ValueError(f"vector_store must be a langchain_core VectorStore, got {type(vector_store).__name__}")
+    if ctx.retriever is not None:
+        raise ValueError("give either retriever= or vector_store=, not both")
+    # MemR3 drops documents it has already shown after the call, so a query asks for its candidate pool
+    # (what its own chunk search ranks), not just the snippets it shows, or a second retrieval finds nothing new.
+    k = ctx.rag_top_k if method == "rag" else max(ctx.memr3_candidate_k, ctx.memr3_top_k)
+    return ctx.with_overrides(retriever=vector_store.as_retriever(search_kwargs={"k": k}))
+
+
+def _add_turns(vector_store: Any, conversation: Conversation, namespace: str) -> BuildReport:
+    """Every turn as a Document with its turn id as id, so the graphs cite it; returns what was added."""
+    from langchain_core.documents import Document
+
+    start = time.monotonic()
+    docs = [Document(page_content=t.render(), id=t.id,
+                     metadata={"id": t.id, "turn_id": t.id, "speaker": t.speaker, "date_time": t.date_time,
+                               "session": t.session, "namespace": namespace})
+            for t in conversation.turns]
+    vector_store.add_documents(docs, ids=[d.id for d in docs])
+    return BuildReport("vector_store", sessions=len(conversation.sessions), embedded=len(docs),
+                       seconds=round(time.monotonic() - start, 3))
+
+
 def create_graph(
     method: str = "memr3",
     *,
     checkpointer: Any = None,
     store: Any = None,
     retriever: Any = None,
+    vector_store: Any = None,
     chat_model: Any = None,
     context: Context | None = None,
     **settings: Any,
@@ -52,11 +90,19 @@ def create_graph(
     The result is a LangChain Runnable: `invoke`, `stream`, `batch`, `as_tool`, LCEL, and
     `get_state`/`get_graph` reach the compiled graph. A run may still pass `context=` to override the
     bound settings. `retriever` (memr3, rag) is any LangChain retriever whose documents carry stable
-    ids; `chat_model` replaces the configured endpoint; other keywords are settings (`memr3_top_k=8`).
+    ids; `vector_store` (memr3, rag) is a LangChain `VectorStore` read through its `as_retriever`, its
+    documents with the same ids (what `ingest(..., vector_store=)` adds); `chat_model` replaces the
+    configured endpoint; other keywords are settings (`memr3_top_k=8`).
     """
     cls = context_class(method)
     python_only = {k: v for k, v in (("retriever", retriever), ("chat_model", chat_model)) if v is not None}
     ctx = _context(cls, context, {**settings, **python_only})
+    if vector_store is not None:
+        ctx = _with_vector_store(method, ctx, vector_store)
+    if store is None:  # the data directory's store: where `ingest` wrote the memories the graph reads
+        from recollect.runner import memory_store
+
+        store = memory_store(ctx.data_dir)
     compiled = load_graph(method).builder.compile(checkpointer=checkpointer, store=store, name=method)
     return compiled.bind(context=ctx)
 
@@ -104,19 +150,28 @@ def ingest(
     conversation_id: str | None = None,
     context: Context | None = None,
     show_progress: bool = False,
+    vector_store: Any = None,
     **settings: Any,
 ) -> list[BuildReport]:
     """Store a dialogue in `namespace` and build each method's memory (all of them by default).
 
     Idempotent and incremental: ingesting the same dialogue again makes no LLM call; new sessions
-    extend what is there.
+    extend what is there. With `vector_store` (a LangChain `VectorStore`), the turns are added to that
+    store instead, one Document per turn (id = the turn id; metadata id, turn_id, speaker, date_time,
+    session, namespace), and only the `methods` named are built besides.
     """
     from recollect.ingestion import ingest_conversation
 
     conversation = dialogue if isinstance(dialogue, Conversation) else load_conversation(dialogue, conversation_id)
     ctx = _context(AllMethodsContext, context, settings)
-    return ingest_conversation(conversation, namespace, ctx, methods=list(methods) if methods else None,
-                               show_progress=show_progress)
+    reports = []
+    if vector_store is not None:
+        validate_namespace(namespace)
+        reports.append(_add_turns(vector_store, conversation, namespace))
+        if not methods:
+            return reports
+    return reports + ingest_conversation(conversation, namespace, ctx, methods=list(methods) if methods else None,
+                                         show_progress=show_progress)
 
 
 def ask(
@@ -127,15 +182,19 @@ def ask(
     context: Context | None = None,
     checkpointer: Any = None,
     thread_id: str | None = None,
+    vector_store: Any = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Answer `question` from `namespace` with `method`: the final state (`answer`, `supports`, `trace`...).
 
-    With a checkpointer, `thread_id` names a conversation that a later question continues.
+    With a checkpointer, `thread_id` names a conversation that a later question continues. `vector_store`
+    (memr3, rag): read the snippets from that LangChain `VectorStore`, as `create_graph` does.
     """
     from recollect.runner import ask as run_ask
 
     ctx = _context(context_class(method), context, settings)
+    if vector_store is not None:
+        ctx = _with_vector_store(method, ctx, vector_store)
     return run_ask(namespace, question, method, ctx, checkpointer=checkpointer, thread_id=thread_id)
 
 

@@ -326,6 +326,15 @@ def _register_eval(sub: Any) -> None:
     register(sub)
 
 
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """Postgres's errors when its optional packages are installed (RECOLLECT_POSTGRES_URI)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)
+
+
 def main(argv: list[str] | None = None) -> int:
     from recollect.dialogue.models import DialogueError
     from recollect.llm.local_runtime import LocalModelError
@@ -348,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a bad setting, an unusable data directory (DataDirError)...
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, sqlite3.Error) as exc:  # the stores failed underneath (disk full, a damaged database)
+    except (OSError, sqlite3.Error, *_database_errors()) as exc:  # the stores failed underneath (disk full,
+        # a damaged database, a Postgres server gone or every pooled connection busy)
         print(f"error: storage failed ({type(exc).__name__}): {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -41,12 +41,28 @@ class MemoryNotBuiltError(NamespaceError):
     """The namespace lacks the memory the asked method reads, or has it for fewer sessions than it holds."""
 
 
+def memory_store(data_dir: str) -> Any:
+    """The LangGraph store holding the data directory's memories (None with the legacy `recollect_db`)."""
+    from recollect.memory.store_docs import StoreDocs
+
+    docs = open_workspace(data_dir).docs
+    return docs.store if isinstance(docs, StoreDocs) else None
+
+
 def checkpoint_path(data_dir: str) -> Path:
     """The one checkpoint database of a data directory: the CLI's and `recollect serve`'s threads."""
     return usable_data_dir(data_dir) / "checkpoints.sqlite"
 
 
-def sqlite_checkpointer(data_dir: str) -> Any:
+def open_checkpointer(data_dir: str) -> Any:
+    """The checkpointer of the CLI and Python runs: LangGraph's `PostgresSaver` on RECOLLECT_POSTGRES_URI's
+    database (one per process, shared), else a `SqliteSaver` on the data directory's checkpoints.sqlite.
+    `recollect serve` writes the same place (`server_checkpointer`), so history and forget see its threads."""
+    from recollect.memory.backends import postgres_saver, postgres_uri
+
+    uri = postgres_uri()
+    if uri:
+        return postgres_saver(uri)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = checkpoint_path(data_dir)
@@ -61,16 +77,35 @@ def sqlite_checkpointer(data_dir: str) -> Any:
     return SqliteSaver(conn)
 
 
+# The name callers used when every checkpoint was in SQLite; it returns whichever saver is configured.
+sqlite_checkpointer = open_checkpointer
+
+
+def close_checkpointer(saver: Any) -> None:
+    """Close what `open_checkpointer` opened for one caller: a SQLite connection (the Postgres saver and its
+    pool are the process's)."""
+    if isinstance(getattr(saver, "conn", None), sqlite3.Connection):
+        saver.conn.close()
+
+
 @asynccontextmanager
 async def server_checkpointer() -> AsyncIterator[Any]:
     """The checkpointer `recollect serve` runs with (langgraph.json `checkpointer.path`): the same
-    SQLite file as the CLI, so `recollect history` and `recollect forget` see the server's threads."""
+    SQLite file or Postgres database as the CLI, so `recollect history` and `recollect forget` see the
+    server's threads."""
+    from recollect.memory.backends import async_postgres_saver, postgres_uri
+
+    uri = postgres_uri()
+    if uri:
+        async with async_postgres_saver(uri) as saver:
+            yield saver
+        return
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     conn = await aiosqlite.connect(str(checkpoint_path(get_settings().data_dir)), timeout=30)
     try:
-        # Finish the PRAGMA's statement (see sqlite_checkpointer): left open, an idle server holds a
+        # Finish the PRAGMA's statement (see open_checkpointer): left open, an idle server holds a
         # read transaction and every CLI write to the data directory fails with "database is locked".
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
             await cursor.fetchall()
@@ -89,21 +124,24 @@ def namespace_threads(checkpointer: Any, namespace: str) -> list[str]:
     return list(out)
 
 
-def forget(namespace: str, ctx: Context | None = None) -> dict[str, Any]:
+def forget(namespace: str, ctx: Context | None = None, ws: Any = None) -> dict[str, Any]:
     """Delete everything stored for `namespace`: documents, caches, vectors and its threads' checkpoints.
 
-    Idempotent; other namespaces are untouched. Asking the namespace afterwards says it is unknown.
+    Idempotent; other namespaces are untouched. Asking the namespace afterwards says it is unknown. `ws`
+    is the workspace to delete from (default: the data directory's; the forget graph passes its run's store).
     """
     ctx = ctx or Context()
     validate_namespace(namespace)
-    ws = open_workspace(ctx.data_dir)
+    ws = ws or open_workspace(ctx.data_dir)
     removed: dict[str, Any] = ws.forget_namespace(namespace)
-    saver = sqlite_checkpointer(ctx.data_dir)
-    threads = namespace_threads(saver, namespace)
-    for thread in threads:
-        saver.delete_thread(thread)
-        ws.docs.delete("", "thread", thread)
-    saver.conn.close()
+    saver = open_checkpointer(ctx.data_dir)
+    try:
+        threads = namespace_threads(saver, namespace)
+        for thread in threads:
+            saver.delete_thread(thread)
+            ws.docs.delete("", "thread", thread)
+    finally:
+        close_checkpointer(saver)
     return dict(removed, namespace=namespace, threads=threads)
 
 
@@ -174,7 +212,8 @@ def ask(
         raise ValueError("the question is empty")
     compiled = load_graph(method)
     require_answerable(namespace, method, ctx)
-    g = compiled.builder.compile(checkpointer=checkpointer, name=method) if checkpointer else compiled
+    # Compiled with the data directory's store, so `runtime.store` in every node is where the memories live.
+    g = compiled.builder.compile(checkpointer=checkpointer, store=memory_store(ctx.data_dir), name=method)
     thread_id = thread_id or uuid.uuid4().hex[:12]
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": step_limit(method, ctx)}
     inputs: dict[str, Any] | None = {"namespace": namespace, "question": question}
@@ -215,7 +254,7 @@ def ask(
 def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
     """The checkpoints of a thread, oldest first."""
     ctx = ctx or Context()
-    saver = sqlite_checkpointer(ctx.data_dir)
+    saver = open_checkpointer(ctx.data_dir)
     method = _thread_method(ctx.data_dir, thread_id)
     if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})

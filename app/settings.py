@@ -49,10 +49,21 @@ class Settings(BaseSettings):
 
     data_dir: str = Field(default_factory=_default_data_dir)
     cache_dir: str = Field(default_factory=_default_cache_dir)
-    # Where the data directory's documents (memories, turn texts, registry, LLM cache) live: "recollect_db" in
-    # recollect.db; "langgraph" as items of LangGraph's SQLite store in store.sqlite (recollect.memory.store_docs),
-    # which copies an existing recollect.db in once.
-    doc_store: Literal["recollect_db", "langgraph"] = "recollect_db"
+    # Where the data directory's documents (memories, turn texts, registry, LLM cache) live: "langgraph" (the
+    # default) as items of LangGraph's SQLite store in store.sqlite (recollect.memory.store_docs), which the
+    # server's store API and Studio list, and which copies an existing recollect.db in once; "recollect_db" is
+    # the earlier private file, kept for data directories that other tools read directly.
+    doc_store: Literal["recollect_db", "langgraph"] = "langgraph"
+    # A libpq URI (postgresql://user:pass@host/db). Set, documents go to LangGraph's Postgres store in that
+    # database instead of store.sqlite (so it implies doc_store=langgraph, and recollect_db with it is an
+    # error), and checkpoints to its Postgres saver instead of checkpoints.sqlite: processes on several
+    # machines then share one memory (recollect.memory.backends). Vectors stay where chroma_url says. Needs
+    # the `postgres` extra.
+    postgres_uri: str = ""
+    # Vectors on a Chroma server (`http[s]://host[:port]`, e.g. http://127.0.0.1:8000) instead of the embedded
+    # Chroma in <data_dir>/chroma, so several machines can share them; the token goes as Chroma's token auth.
+    chroma_url: str = ""
+    chroma_token: str = ""
 
     # An OpenAI-compatible endpoint. Empty base URL = the embedded llama.cpp model.
     llm_base_url: str = ""

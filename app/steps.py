@@ -23,7 +23,8 @@ from recollect.llm.models import get_chat_model, model_entry
 from recollect.llm.structured import call_structured, extract_json
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
-from recollect.memory.workspace import NamespaceError, Workspace, open_workspace, validate_namespace
+from recollect.memory.run_store import run_workspace
+from recollect.memory.workspace import NamespaceError, Workspace, validate_namespace
 from recollect.prompts import render_prompt
 from recollect.settings import Context
 from recollect.state import MemoryState
@@ -34,7 +35,8 @@ TURN_ID = LOCOMO_ID  # LoCoMo-shaped ids only; graphs match ids of any shape wit
 
 
 def workspace(ctx: Context) -> Workspace:
-    return open_workspace(ctx.data_dir)
+    """The data directory's workspace, on the run's `runtime.store` (recollect.memory.run_store)."""
+    return run_workspace(ctx.data_dir)
 
 
 def snippet_source(ctx: Context, namespace: str) -> SnippetSource:

@@ -4,10 +4,16 @@ What is measured: everything a MemR3 question costs except the LLM itself — gr
 state reducers, prompt rendering, JSON validation, Chroma queries, mask bookkeeping, BM25 fusion.
 Stored turns use the hashing embedder (MiniLM would take ~40 min to embed 100k turns on 2 cores);
 the MiniLM query-embedding cost is measured separately and reported beside it. Each size is measured
-for each document store (`RECOLLECT_DOC_STORE`: recollect.db, or LangGraph's SQLite store), and the
-report keeps the previous report's numbers beside the new ones.
+for each document store (`RECOLLECT_DOC_STORE`: recollect.db, or LangGraph's SQLite store; `postgres`:
+LangGraph's Postgres store, RECOLLECT_POSTGRES_URI), and the report keeps the previous report's numbers
+beside the new ones.
 
-    python benchmarks/overhead.py [--sizes 1000,10000,100000] [--questions 30] [--doc-stores recollect_db,langgraph]
+The Postgres store is the database of --postgres-uri (default: RECOLLECT_POSTGRES_URI); with neither, the
+benchmark starts its own server through pgserver (the `dev` extra) in a temporary directory and stops it at
+the end. In a database it is given, it replaces the namespace `bench` before each size.
+
+    python benchmarks/overhead.py [--sizes 1000,10000,100000] [--questions 30]
+                                  [--doc-stores recollect_db,langgraph,postgres] [--postgres-uri URI]
                                   [--out benchmarks/reports]
 """
 
@@ -21,6 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,6 +41,7 @@ from recollect.ingestion import ingest_conversation  # noqa: E402
 from recollect.llm.scripted import scripted  # noqa: E402
 from recollect.memory.embeddings import HashEmbeddings  # noqa: E402
 from recollect.memory.workspace import Workspace, register_workspace  # noqa: E402
+from recollect.settings import get_settings  # noqa: E402
 
 WORDS = ["garden", "trip", "dog", "cat", "violin", "pottery", "marathon", "job", "city", "sister", "brother", "concert", "book", "movie", "kayak", "beach", "bakery", "coffee", "school", "museum", "painting", "hiking", "camping", "festival", "recipe", "guitar", "train", "flight", "river"]
 NAMES = ("Ann", "Bob")
@@ -103,15 +112,31 @@ def _summary(values: list[float]) -> dict[str, float]:
             "p90": round(v[int(0.9 * (len(v) - 1))], 2)}
 
 
-def measure(n_turns: int, questions: int, doc_stores: list[str]) -> list[dict]:
+def _workspace(data: str, doc_store: str, postgres_uri: str) -> Workspace:
+    """A workspace on `doc_store`. RECOLLECT_POSTGRES_URI is set only while the Postgres one opens its store:
+    the stores stay side by side in one process, each workspace keeping the store it opened."""
+    if doc_store != "postgres":
+        return Workspace(data, embeddings=HashEmbeddings(), doc_store=doc_store)
+    os.environ["RECOLLECT_POSTGRES_URI"] = postgres_uri
+    get_settings.cache_clear()
+    try:
+        ws = Workspace(data, embeddings=HashEmbeddings())
+    finally:
+        del os.environ["RECOLLECT_POSTGRES_URI"]
+        get_settings.cache_clear()
+    ws.forget_namespace("bench")  # one database holds every size's namespace
+    return ws
+
+
+def measure(n_turns: int, questions: int, doc_stores: list[str], postgres_uri: str = "") -> list[dict]:
     """One row per document store. Wall time and this process's CPU time (what other processes' load moves
-    least); the stores take turns question by question, so on a shared machine both meet the same load, and
+    least); the stores take turns question by question, so on a shared machine all meet the same load, and
     each goes first on every other question."""
     conv = synthetic(n_turns)
     built = {}
     for doc_store in doc_stores:
         data = tempfile.mkdtemp(prefix="recollect-overhead-")
-        ws = register_workspace(Workspace(data, embeddings=HashEmbeddings(), doc_store=doc_store))
+        ws = register_workspace(_workspace(data, doc_store, postgres_uri))
         t0, c0 = time.monotonic(), time.process_time()
         ingest_conversation(conv, "bench", AllMethodsContext(data_dir=data), methods=["memr3"], ws=ws)
         built[doc_store] = (data, ws, time.monotonic() - t0, time.process_time() - c0, *_store_costs(ws))
@@ -172,20 +197,28 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--questions", type=int, default=30)
-    ap.add_argument("--doc-stores", default="recollect_db,langgraph")
+    ap.add_argument("--doc-stores", default="recollect_db,langgraph,postgres")
+    ap.add_argument("--postgres-uri", default=os.environ.pop("RECOLLECT_POSTGRES_URI", ""),
+                    help="the database of the postgres store (default: RECOLLECT_POSTGRES_URI; else a pgserver "
+                         "started for the run)")
     ap.add_argument("--note", default="", help="conditions of this run (e.g. other load on the machine)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "reports"))
     args = ap.parse_args()
     stores = args.doc_stores.split(",")
-    measure(250, 2, stores)  # warm-up: the process's first graph run imports and compiles what every later one reuses
-    rows = [row for size in args.sizes.split(",") for row in measure(int(size), args.questions, stores)]
+    load_before = os.getloadavg()
+    with _postgres(args.postgres_uri if "postgres" in stores else "-") as (uri, pg_where):
+        # warm-up: the process's first graph run imports and compiles what every later one reuses
+        measure(250, 2, stores, uri)
+        rows = [row for size in args.sizes.split(",") for row in measure(int(size), args.questions, stores, uri)]
     q_ms = minilm_query_ms()
+    load = "load average (1/5/15 min) {:.2f} / {:.2f} / {:.2f} at the start, {:.2f} / {:.2f} / {:.2f} at the end".format(
+        *load_before, *os.getloadavg())
     cmd = "python benchmarks/overhead.py " + " ".join(sys.argv[1:])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     previous = _previous(out / "overhead.json")
     report = {"command": cmd.strip(), "rows": rows, "minilm_query_embedding_ms": q_ms, "conditions": args.note,
-              "previous": previous,
+              "machine_load": load, "postgres": pg_where, "previous": previous,
               "note": "worst case at the defaults: 5 retrievals + 5 router calls + 1 answer call per question, zero-latency scripted model"}
     (out / "overhead.json").write_text(json.dumps(report, indent=2))
     lines = [
@@ -195,11 +228,13 @@ def main() -> None:
         "router call) and the answer call, 11 graph steps, 6 scripted LLM calls. Stored turns use the hashing embedder;",
         f"a MiniLM query embedding adds about {q_ms} ms per retrieval (cached per text) and is not included.", "",
         "Documents: `recollect_db` = recollect.db (DocStore), `langgraph` = items of LangGraph's SQLite store",
-        "(store.sqlite, StoreDocs). Times are wall-clock and, in brackets, this process's CPU time, which other",
-        "processes' load moves least. *load turns*: reading every turn from the store (CPU); *cached turns*: one",
+        "(store.sqlite, StoreDocs), `postgres` = items of LangGraph's Postgres store (RECOLLECT_POSTGRES_URI,",
+        f"StoreDocs; {pg_where}).",
+        "Times are wall-clock and, in brackets, this process's CPU time, which other processes' load moves",
+        "least. *load turns*: reading every turn from the store (CPU); *cached turns*: one",
         "`Workspace.turns` call that finds its cache current (CPU; each retrieval step makes some); *store per",
         "question*: CPU time of a question's document-store calls and their number (the first question included).",
-        *(["", f"Conditions: {args.note}"] if args.note else []), "",
+        *(["", f"Conditions: {args.note}"] if args.note else []), "", f"Machine: {load}.", "",
         "| documents | stored turns | chunks | ingest s (CPU) | load turns ms | cached turns µs "
         "| store per question ms (calls) | first question ms (CPU) | mean ms (CPU) | median ms (CPU) | p90 ms (CPU) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -221,6 +256,29 @@ def main() -> None:
               "and mask bookkeeping once per process."]
     (out / "overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+@contextmanager
+def _postgres(uri: str) -> Iterator[tuple[str, str]]:
+    """(URI, where it is) of the Postgres store: `uri`, or a pgserver started here ("-": not measured)."""
+    if uri == "-":
+        yield "", "not measured"
+        return
+    if uri:
+        yield uri, "the database of --postgres-uri"
+        return
+    import pgserver
+
+    from recollect.memory.backends import close_postgres
+
+    server = pgserver.get_server(Path(tempfile.mkdtemp(prefix="recollect-overhead-pg-")) / "pgdata",
+                                 cleanup_mode="delete")
+    try:
+        version = server.psql("SHOW server_version;").split("\n")[2].strip()
+        yield server.get_uri(), f"Postgres {version} started by pgserver on this machine, over a Unix socket"
+    finally:
+        close_postgres()
+        server.cleanup()
 
 
 def _previous(path: Path) -> dict | None:

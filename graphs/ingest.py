@@ -32,6 +32,7 @@ from recollect.graphs.registry import AllMethodsContext, available_builders
 from recollect.ingestion import ingest_conversation
 from recollect.runner import forget as forget_namespace
 from recollect.settings import get_settings
+from recollect.steps import workspace
 from recollect.trace import emit
 
 LABEL = "dialogue"  # how errors name the content (the loaders name a file here)
@@ -121,7 +122,10 @@ def ingest(state: IngestState, runtime: Runtime[AllMethodsContext]) -> dict[str,
     unknown = [m for m in methods if m not in known]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(map(str, unknown))[:200]}; known: {', '.join(known)}")
-    reports = [r.as_dict() for r in ingest_conversation(conversation, state["namespace"], runtime.context, methods=methods)]
+    # into the run's store (`runtime.store`: the server's, which is the data directory's)
+    ws = workspace(runtime.context)
+    reports = [r.as_dict() for r in ingest_conversation(conversation, state["namespace"], runtime.context,
+                                                        methods=methods, ws=ws)]
     return {"reports": reports, "trace": emit("ingest", conversation=conversation.id, methods=methods, reports=reports)}
 
 
@@ -144,7 +148,7 @@ class ForgetState(TypedDict):
 
 
 def forget(state: ForgetState, runtime: Runtime[AllMethodsContext]) -> dict[str, Any]:
-    return {"forgotten": forget_namespace(state["namespace"], runtime.context)}
+    return {"forgotten": forget_namespace(state["namespace"], runtime.context, ws=workspace(runtime.context))}
 
 
 forget_graph = _one_node_graph("forget", ForgetState, forget)

@@ -18,10 +18,11 @@ Values are dicts with the document's own fields; any other value (a list, a stri
 `{"value": ..., "_wrapped": true}`. `_seq` orders a kind's items by their last write, as `recollect.db`
 does (its rowid): callers rely on that order (HyMem's summaries, MRAgent's events). `transaction()`
 buffers writes and deletes (reads inside it see them) and applies them in one `store.batch` at the end,
-which `RecollectSqliteStore` runs as one SQLite transaction: a crash or a failure leaves the old or the
-new version of a build step, never half of each. Unlike recollect.db's write lock, the buffer does not
-isolate a read-modify-write from another process: two processes rewriting one item at once keep the later
-write (the store API has no lock to take).
+which `RecollectSqliteStore` runs as one SQLite transaction and `RecollectPostgresStore` as one Postgres
+transaction (recollect.memory.postgres): a crash or a failure leaves the old or the new version of a build
+step, never half of each. Unlike recollect.db's write lock, the buffer does not isolate a read-modify-write
+from another process: two processes rewriting one item at once keep the later write (the store API has no
+lock to take).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -263,7 +264,7 @@ class RecollectSqliteStore(SqliteStore):
         conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         try:
             # Read the PRAGMA's row: an unfinished statement holds a read transaction open and locks out
-            # every other writer (see recollect.runner.sqlite_checkpointer).
+            # every other writer (see recollect.runner.open_checkpointer).
             conn.execute("PRAGMA journal_mode=WAL").fetchall()
             conn.execute("PRAGMA synchronous=NORMAL").fetchall()
             store = cls(conn)
@@ -329,24 +330,6 @@ def open_store_docs(path: str | Path) -> StoreDocs:
     return StoreDocs(RecollectSqliteStore.open(path))
 
 
-@asynccontextmanager
-async def server_store() -> AsyncIterator[BaseStore]:
-    """The store `recollect serve` runs with (langgraph.json `store.path`): the data directory's store
-    file, so the SDK's store API and Studio's memory view list what `recollect ingest` built."""
-    from recollect.settings import get_settings
-
-    settings = get_settings()
-    data_dir = Path(settings.data_dir).expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    store = RecollectSqliteStore.open(data_dir / STORE_FILE)
-    try:
-        if settings.doc_store == "langgraph" and (data_dir / "recollect.db").exists():
-            migrate_doc_db(data_dir / "recollect.db", StoreDocs(store))  # listed before any graph has run
-        yield store
-    finally:
-        store.conn.close()
-
-
 # --- migration: a data directory's recollect.db into the store, without calling any model
 
 
@@ -366,17 +349,27 @@ def migrate_doc_db(path: str | Path, docs: StoreDocs) -> Migration:
     copy holds recollect.db's write lock: a second process upgrading at the same moment waits, then finds
     the marker, and nothing writes recollect.db while it is read.
     """
-    marker = docs.get(*_MIGRATION)
+    slot = _marker(path, docs)
+    marker = docs.get(*slot)
     if marker is None:
         source = DocStore(path)
         with source.transaction():
-            marker = docs.get(*_MIGRATION)
+            marker = docs.get(*slot)
             if marker is None:
-                return _copy_all(source, docs)
+                return _copy_all(source, docs, slot)
     return Migration(marker["documents"], marker["cache_entries"], True, marker["migrated_at"])
 
 
-def _copy_all(source: DocStore, docs: StoreDocs) -> Migration:
+def _marker(path: str | Path, docs: StoreDocs) -> tuple[str, str, str]:
+    """Where the copy of `path` is recorded. A store file belongs to one data directory; a database
+    (RECOLLECT_POSTGRES_URI) holds every data directory's documents, so there the marker names the file, and
+    a second data directory's recollect.db is copied too."""
+    if isinstance(docs.store, RecollectSqliteStore | InMemoryStore):
+        return _MIGRATION
+    return (_MIGRATION[0], _MIGRATION[1], f"{_MIGRATION[2]}:{Path(path).expanduser().resolve()}")
+
+
+def _copy_all(source: DocStore, docs: StoreDocs, slot: tuple[str, str, str] = _MIGRATION) -> Migration:
     rows, cache = source.rows(), source.cache_rows()
     done = Migration(len(rows), len(cache), False, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     with docs.transaction():
@@ -384,6 +377,6 @@ def _copy_all(source: DocStore, docs: StoreDocs) -> Migration:
             docs.put(namespace, kind, key, value)
         for key, value in cache:
             docs.cache_put(key, value)
-        docs.put(*_MIGRATION, {"documents": done.documents, "cache_entries": done.cache_entries,
-                               "migrated_at": done.migrated_at, "source": str(source.path)})
+        docs.put(*slot, {"documents": done.documents, "cache_entries": done.cache_entries,
+                         "migrated_at": done.migrated_at, "source": str(source.path)})
     return done

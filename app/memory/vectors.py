@@ -17,6 +17,9 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 COUNT_TTL_S = 2.0
+# Collection metadata naming the kind: on a shared Chroma server it tells our collections from others'
+# (a collection that already exists keeps the metadata it was made with).
+KIND_MARKER = "recollect_kind"
 LOOKUP_BATCH = 5000
 
 
@@ -69,7 +72,7 @@ class VectorIndex:
         self.namespace = namespace
         self.embeddings = embeddings
         self.collection = client.get_or_create_collection(
-            name=f"{kind}-{namespace}", metadata={"hnsw:space": "cosine"}, embedding_function=None
+            name=f"{kind}-{namespace}", metadata={"hnsw:space": "cosine", KIND_MARKER: kind}, embedding_function=None
         )
         self._count: tuple[float, int] | None = None
 

@@ -11,8 +11,9 @@ A process may stay up for days (`recollect serve`) while `recollect forget` and 
 so cached collection handles and turns are checked against the stores before use.
 
 Documents live in `recollect.db` (`RECOLLECT_DOC_STORE=recollect_db`, `DocStore`) or as items of a
-LangGraph store in `store.sqlite` (`langgraph`, `StoreDocs`); opening a data directory with the store
-copies an existing `recollect.db` into it once (`migrate_doc_db`), without calling any model.
+LangGraph store (`langgraph`, `StoreDocs`): `store.sqlite`, or the Postgres database of
+RECOLLECT_POSTGRES_URI, which every data directory and process then shares. Opening a data directory
+with the store copies an existing `recollect.db` into it once (`migrate_doc_db`), without calling any model.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from recollect.dialogue.models import Conversation, Session, Turn
+from recollect.memory.backends import document_backend, open_base_store
 from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings
-from recollect.memory.store_docs import STORE_FILE, Migration, StoreDocs, migrate_doc_db, open_store_docs
-from recollect.memory.vectors import Unit, VectorIndex
+from recollect.memory.store_docs import STORE_FILE, Migration, StoreDocs, migrate_doc_db
+from recollect.memory.vectors import KIND_MARKER, Unit, VectorIndex
 
 NAMESPACE_MAX_CHARS = 200
 # The only namespaces accepted before any printable id was: each is its own storage name, so the
@@ -117,6 +119,45 @@ def usable_data_dir(data_dir: str | Path) -> Path:
     return path
 
 
+class VectorServerError(ValueError):
+    """The Chroma server named by RECOLLECT_CHROMA_URL is malformed or cannot be reached."""
+
+
+def chroma_server_client(url: str, token: str = "") -> Any:
+    """A `chromadb.HttpClient` for `url` (`http[s]://host[:port]`), checked with a heartbeat.
+
+    `token` goes as Chroma's token auth (`Authorization: Bearer <token>`; Chroma's own
+    CHROMA_AUTH_TOKEN_TRANSPORT_HEADER=X-Chroma-Token switches the header).
+    """
+    from urllib.parse import urlsplit
+
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    fix = "start the server or correct RECOLLECT_CHROMA_URL"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise VectorServerError(f"Chroma server URL {url!r} is malformed ({exc}); {fix}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username:
+        raise VectorServerError(f"Chroma server URL {url!r} is not of the form http[s]://host[:port]; {fix}")
+    ssl = parts.scheme == "https"
+    auth = {"chroma_client_auth_provider": "chromadb.auth.token_authn.TokenAuthClientProvider",
+            "chroma_client_auth_credentials": token} if token else {}
+    try:
+        client = chromadb.HttpClient(
+            host=parts.hostname, port=port or (443 if ssl else 80), ssl=ssl,
+            settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False, **auth),
+        )
+        client.heartbeat()
+    except Exception as exc:  # chromadb raises a bare ValueError, httpx's or its own errors, by cause
+        reason = str(exc).strip() or type(exc).__name__
+        raise VectorServerError(f"cannot reach the Chroma server at {url} ({reason}); {fix}") from exc
+    return client
+
+
 @dataclass
 class NamespaceInfo:
     name: str
@@ -135,15 +176,11 @@ def _opened(path: Path, open_it: Any) -> Any:
 
 
 def open_docs(data_dir: Path, doc_store: str | None = None) -> DocStore | StoreDocs:
-    """The data directory's document store: `doc_store` or the `RECOLLECT_DOC_STORE` setting."""
-    from recollect.settings import get_settings
-
-    backend = doc_store or get_settings().doc_store
-    if backend == "recollect_db":
+    """The data directory's document store: `doc_store` or the `RECOLLECT_DOC_STORE` setting; with
+    RECOLLECT_POSTGRES_URI, the Postgres store (`recollect.memory.backends`)."""
+    if document_backend(doc_store) == "recollect_db":
         return _opened(data_dir / "recollect.db", DocStore)
-    if backend != "langgraph":
-        raise ValueError(f"unknown document store {backend!r} (use recollect_db or langgraph)")
-    docs = _opened(data_dir / STORE_FILE, open_store_docs)
+    docs = StoreDocs(_opened(data_dir / STORE_FILE, lambda _: open_base_store(data_dir)))
     if (data_dir / "recollect.db").exists():  # the automatic upgrade (a no-op once done)
         _opened(data_dir / "recollect.db", lambda path: migrate_doc_db(path, docs))
     return docs
@@ -155,7 +192,7 @@ def migrate_data_dir(data_dir: str | Path) -> Migration | None:
     path = usable_data_dir(data_dir)
     if not (path / "recollect.db").exists():
         return None
-    docs = _opened(path / STORE_FILE, open_store_docs)
+    docs = StoreDocs(_opened(path / STORE_FILE, lambda _: open_base_store(path)))
     return _opened(path / "recollect.db", lambda db: migrate_doc_db(db, docs))
 
 
@@ -169,6 +206,7 @@ class Workspace:
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, str], VectorIndex] = {}
         self._turn_cache: dict[str, tuple[tuple[Any, int], dict[str, Turn]]] = {}
+        self._views: dict[int, Workspace] = {}  # recollect.memory.run_store: other document stores
 
     @property
     def embeddings(self) -> Embeddings:
@@ -178,15 +216,22 @@ class Workspace:
 
     @property
     def client(self) -> Any:
+        """The Chroma client: a server's (`RECOLLECT_CHROMA_URL`), else the embedded one in `<data_dir>/chroma`."""
         with self._lock:
             if self._client is None:
                 import chromadb
                 from chromadb.config import Settings as ChromaSettings
 
-                self._client = chromadb.PersistentClient(
-                    path=str(self.data_dir / "chroma"),
-                    settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False),
-                )
+                from recollect.settings import get_settings
+
+                settings = get_settings()
+                if settings.chroma_url:
+                    self._client = chroma_server_client(settings.chroma_url, settings.chroma_token)
+                else:
+                    self._client = chromadb.PersistentClient(
+                        path=str(self.data_dir / "chroma"),
+                        settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False),
+                    )
             return self._client
 
     def index(self, kind: str, namespace: str) -> VectorIndex:
@@ -249,11 +294,18 @@ class Workspace:
         stored = storage_name(namespace)
         rows = self.docs.delete_namespace(namespace)
         collections = 0
+        # A server may hold other applications' collections; ours there all carry their kind as a marker
+        # (`VectorIndex`). The embedded Chroma is ours alone, and predates the marker.
+        on_server = bool(self.client.get_settings().chroma_server_host)
         for collection in self.client.list_collections():
             name = collection if isinstance(collection, str) else collection.name
-            if name.split("-", 1)[-1] == stored and "-" in name:
-                self.client.delete_collection(name)
-                collections += 1
+            kind, _, suffix = name.partition("-")
+            if not suffix or suffix != stored:
+                continue
+            if on_server and (getattr(collection, "metadata", None) or {}).get(KIND_MARKER) != kind:
+                continue
+            self.client.delete_collection(name)
+            collections += 1
         with self._lock:
             for key in [k for k in self._indexes if k[1] == stored]:
                 del self._indexes[key]
@@ -263,6 +315,8 @@ class Workspace:
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
     def store_turns(self, namespace: str, conversation: Conversation) -> int:
         """Idempotently store every turn and session; returns the number of newly embedded turns."""
+        # Opened first so that an unreachable Chroma server fails the ingest before any document is written.
+        index = self.index("turns", namespace)
         with self.docs.transaction():
             self.docs.put_many(
                 namespace, "turn", {t.id: {**t.__dict__, "img_urls": list(t.img_urls)} for t in conversation.turns}
@@ -287,7 +341,7 @@ class Workspace:
                  metadata={"session": t.session, "date_time": t.date_time, "speaker": t.speaker})
             for t in conversation.turns
         ]
-        return self.index("turns", namespace).upsert(units)
+        return index.upsert(units)
 
     def turns(self, namespace: str) -> dict[str, Turn]:
         """Every turn of the namespace by id, in conversation order (cached until the next ingest, here or

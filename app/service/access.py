@@ -186,9 +186,27 @@ def check_settings_payload(value: Mapping[str, Any], what: str, account: Account
         check_allowed(account, names)
 
 
+# Store actions that change items: recollect's memories are written by `ingest` and removed by `forget`
+# only, so a store client never leaves a memory that no builder made (or half of one).
+_STORE_WRITES = frozenset({"put", "delete"})
+
+
 def check_store_namespace(account: Account, namespace: Any, action: str) -> None:
-    """A store item lives under one of the caller's namespaces: its namespace tuple starts with one."""
-    first = namespace[0] if isinstance(namespace, list | tuple) and namespace else None
+    """A store request names one of the caller's namespaces: either recollect's memories of it,
+    `("recollect", <namespace label>, ...)`, which clients may read (get, search, list) but not write, or
+    the app's own items under a tuple that starts with the namespace itself, which they may also write."""
+    from recollect.memory.store_docs import ROOT, ns_label
+
+    parts = list(namespace) if isinstance(namespace, list | tuple) else []
+    first = parts[0] if parts else None
+    if first == ROOT:
+        mine = {ns_label(ns) for ns in account.namespaces}
+        if len(parts) < 2 or parts[1] not in mine:
+            raise AccessError(403, f"store {action}: name one of your namespaces after {ROOT!r}")
+        if action in _STORE_WRITES:
+            raise AccessError(403, f"store {action}: recollect's memories are read-only here; use the ingest "
+                                   "and forget graphs")
+        return
     if not isinstance(first, str) or first not in account.namespaces:
         raise AccessError(403, f"store {action}: the namespace must start with one of your namespaces")
 

@@ -17,6 +17,8 @@ import pytest
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel, scripted
 from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.store_docs import CACHE_KIND, StoreDocs, ns_label
+from recollect.memory.store_docs import ROOT as STORE_ROOT
 from recollect.memory.vectors import VectorIndex
 from recollect.memory.workspace import Workspace, storage_name
 from recollect.runner import ask
@@ -70,23 +72,34 @@ _VOLATILE_FIELDS = {"mg_session": ("usage",)}
 _READ_SORTED = {"hymem_session", "hymem_summaries"}
 
 
+def _doc_rows(ws: Workspace, namespace: str) -> list[tuple[str, str, Any]]:
+    """(kind, key, value) of the namespace's documents and its registry entry, in stored order, from
+    whichever document store the data directory uses."""
+    if isinstance(ws.docs, StoreDocs):
+        prefix = (STORE_ROOT, ns_label(namespace))
+        kinds = sorted({ns[2] for ns in ws.docs.store.list_namespaces(prefix=prefix, limit=100_000)} - {CACHE_KIND})
+        rows = [(kind, key, value) for kind in kinds for key, value in ws.docs.items(namespace, kind).items()]
+        entry = ws.docs.get("", "namespace", namespace)
+        return rows + ([("namespace", namespace, entry)] if entry is not None else [])
+    with sqlite3.connect(Path(ws.data_dir) / "recollect.db") as conn:
+        found = conn.execute("SELECT kind, key, value FROM docs WHERE namespace=? OR (namespace='' AND "
+                             "kind='namespace' AND key=?) ORDER BY rowid", (namespace, namespace)).fetchall()
+    return [(kind, key, json.loads(value)) for kind, key, value in found]
+
+
 def memory_dump(data_dir: str | Path, namespace: str) -> dict[str, Any]:
     """Everything a namespace stores, canonically: its documents per kind in stored order (a read side may
     follow it) with its registry entry, and every Chroma collection's ids, documents and metadata."""
     docs: dict[str, list[Any]] = {}
-    with sqlite3.connect(Path(data_dir) / "recollect.db") as conn:
-        rows = conn.execute("SELECT kind, key, value FROM docs WHERE namespace=? OR (namespace='' AND "
-                            "kind='namespace' AND key=?) ORDER BY rowid", (namespace, namespace)).fetchall()
-    for kind, key, value in rows:
+    ws = Workspace(data_dir, embeddings=HashEmbeddings())
+    for kind, key, doc in _doc_rows(ws, namespace):
         if kind in _VOLATILE_KINDS:
             continue
-        doc = json.loads(value)
         for name in _VOLATILE_FIELDS.get(kind, ()):
             doc.pop(name, None)
         docs.setdefault(kind, []).append([key, doc])
     for kind in _READ_SORTED & set(docs):
         docs[kind].sort(key=lambda item: item[0])
-    ws = Workspace(data_dir, embeddings=HashEmbeddings())
     suffix = "-" + storage_name(namespace)
     vectors: dict[str, list[Any]] = {}
     for collection in ws.client.list_collections():

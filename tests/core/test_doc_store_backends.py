@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from recollect.memory.backends import server_store
 from recollect.memory.docstore import DocStore
 from recollect.memory.store_docs import (
     GLOBAL,
@@ -24,7 +25,6 @@ from recollect.memory.store_docs import (
     ns_from_label,
     ns_label,
     open_store_docs,
-    server_store,
 )
 from recollect.memory.workspace import NAMESPACE_MAX_CHARS, Workspace
 

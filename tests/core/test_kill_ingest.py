@@ -30,6 +30,7 @@ from recollect.llm.local_runtime import free_port
 from recollect.llm.scripted import ScriptedChatModel, scripted
 from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import HashEmbeddings
+from recollect.memory.store_docs import StoreDocs
 from recollect.memory.vectors import VectorIndex
 from recollect.memory.workspace import Workspace
 from tests.core.faults import (
@@ -44,7 +45,9 @@ from tests.core.faults import (
 
 QUESTIONS = ("What is the name of Maya's dog?", "Where does Maya work?", "When did Theo make his first bowl?")
 MEMORY_METHODS = ("memr3", "mragent", "hymem", "mgretrieval")
-WRITES = {DocStore: ("put", "put_many", "delete", "delete_kind", "cache_put"), VectorIndex: ("upsert", "delete")}
+# The document store's writes (whichever backend the data directory uses) and the vector index's.
+_DOC_WRITES = ("put", "put_many", "delete", "delete_kind", "cache_put")
+WRITES = {DocStore: _DOC_WRITES, StoreDocs: _DOC_WRITES, VectorIndex: ("upsert", "delete")}
 
 
 class Stop(BaseException):
@@ -60,8 +63,10 @@ def _assert_same_memory(data_dir: str, clean: str) -> None:
     differ = sorted(k for k in {*got["docs"], *want["docs"]} if got["docs"].get(k) != want["docs"].get(k))
     differ += sorted(k for k in {*got["vectors"], *want["vectors"]} if got["vectors"].get(k) != want["vectors"].get(k))
     assert differ == []
-    with sqlite3.connect(Path(data_dir) / "recollect.db") as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for name in ("recollect.db", "store.sqlite"):
+        if (Path(data_dir) / name).exists():
+            with sqlite3.connect(Path(data_dir) / name) as conn:
+                assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def _ingest(data_dir: str) -> None:

@@ -133,7 +133,7 @@ def test_processes_upgrading_together_copy_once(data_dir: str) -> None:
 def test_the_server_store_upgrades_before_any_graph_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from recollect.memory.store_docs import server_store
+    from recollect.memory.backends import server_store
     from recollect.settings import get_settings
 
     data = tmp_path / "data"

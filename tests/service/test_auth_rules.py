@@ -223,6 +223,21 @@ def test_store_items_live_under_the_callers_namespaces(auth_on: None) -> None:
         assert status == 403 and "one of your namespaces" in detail
 
 
+def test_recollect_memories_are_readable_by_their_namespace_only(auth_on: None) -> None:
+    def on_store(action: str, namespace: tuple[str, ...]) -> Any:
+        return handlers.on_store(ctx=_ctx("store", action), value={"namespace": namespace})
+
+    for action in ("get", "search", "list_namespaces"):
+        assert asyncio.run(on_store(action, ("recollect", "team", "turn"))) is None
+        assert asyncio.run(on_store(action, ("recollect", "team"))) is None
+    for namespace in (("recollect",), ("recollect", "bob"), ("recollect", "%global", "namespace")):
+        status, detail = _refusal(on_store("search", namespace))
+        assert status == 403 and "one of your namespaces" in detail
+    for action in ("put", "delete"):  # memories change through ingest and forget only
+        status, detail = _refusal(on_store(action, ("recollect", "team", "turn")))
+        assert status == 403 and "read-only" in detail
+
+
 def test_requests_no_rule_covers_are_refused_with_auth(auth_on: None) -> None:
     assert _refusal(handlers.everything_else(ctx=_ctx("crons", "create"), value={}))[0] == 403
 
