@@ -65,6 +65,15 @@ def _id_like(tid: str) -> bool:
     return len(tid) >= 3 and any(not c.isalpha() for c in tid)
 
 
+# Free text scanned by token instead of by one alternation of every known id: compiling that alternation
+# cost MemR3's router half of its CPU per question at 10k turns (a new pattern per call, hundreds of ids).
+# A bracketed id is any bracket's trimmed content; a bare id is a whole token of words joined by single
+# separators, which is what the alternation's look-arounds accepted. Ids of another shape (holding a
+# bracket, or a bare one with a space or other punctuation) keep the alternation.
+_BRACKETED = re.compile(r"\[\s*([^\[\]]*?)\s*\]")
+_TOKEN = re.compile(r"\w+(?:[-:.]\w+)*")
+
+
 class TurnIdMatcher:
     """Matches citations against a fixed set of known turn ids (first-seen order, no duplicates)."""
 
@@ -73,13 +82,10 @@ class TurnIdMatcher:
         for tid in known:
             if tid:
                 self.known.setdefault(str(tid).lower(), str(tid))
-        ids = sorted(self.known.values(), key=len, reverse=True)  # longest first: D1:10 before D1:1
-        bare = [t for t in ids if _id_like(t)]
-        alternatives = [rf"\[\s*(?P<b>{'|'.join(map(re.escape, ids))})\s*\]"] if ids else []
-        if bare:
-            # Not inside a longer token: no word character, and no separator joined to one, on either side.
-            alternatives.append(rf"(?<!\w)(?<!\w[-:.])(?P<w>{'|'.join(map(re.escape, bare))})(?!\w)(?![-:.]\w)")
-        self._pattern = re.compile("|".join(alternatives), re.I) if alternatives else None
+        self._bare = {key for key, tid in self.known.items() if _id_like(tid)}
+        self._pattern: re.Pattern[str] | None = None
+        if any("[" in key or "]" in key for key in self.known) or not all(_TOKEN.fullmatch(k) for k in self._bare):
+            self._pattern = _alternation(list(self.known.values()))
 
     def __contains__(self, tid: object) -> bool:
         return isinstance(tid, str) and tid.lower() in self.known
@@ -89,13 +95,22 @@ class TurnIdMatcher:
 
     def find(self, texts: str | Iterable[str]) -> list[str]:
         """Known ids cited in free text."""
-        if self._pattern is None:
+        if not self.known:
             return []
         seen: dict[str, None] = {}
         for text in [texts] if isinstance(texts, str) else texts:
-            for m in self._pattern.finditer(text or ""):
-                seen.setdefault(self.known[(m.group("b") or m.group("w")).lower()], None)
+            for tid in self._scan(text or ""):
+                seen.setdefault(tid, None)
         return list(seen)
+
+    def _scan(self, text: str) -> list[str]:
+        if self._pattern is not None:
+            return [self.known[(m.group("b") or m.group("w")).lower()] for m in self._pattern.finditer(text)]
+        found = [(m.start(), self.known[key]) for m in _BRACKETED.finditer(text)
+                 if (key := m.group(1).lower()) in self.known]
+        if self._bare:
+            found += [(m.start(), self.known[key]) for m in _TOKEN.finditer(text) if (key := m.group().lower()) in self._bare]
+        return [tid for _, tid in sorted(found, key=lambda hit: hit[0])]
 
     def resolve(self, items: Iterable[str]) -> list[str]:
         """Known ids named by reply items: an exact id, else the known ids cited inside the item."""
@@ -105,3 +120,14 @@ class TurnIdMatcher:
             for tid in [exact] if exact else self.find(item):
                 seen.setdefault(tid, None)
         return list(seen)
+
+
+def _alternation(ids: list[str]) -> re.Pattern[str] | None:
+    """One pattern of every id: in brackets, or bare where it looks like an id and stands alone."""
+    ids = sorted(ids, key=len, reverse=True)  # longest first: D1:10 before D1:1
+    bare = [t for t in ids if _id_like(t)]
+    alternatives = [rf"\[\s*(?P<b>{'|'.join(map(re.escape, ids))})\s*\]"] if ids else []
+    if bare:
+        # Not inside a longer token: no word character, and no separator joined to one, on either side.
+        alternatives.append(rf"(?<!\w)(?<!\w[-:.])(?P<w>{'|'.join(map(re.escape, bare))})(?!\w)(?![-:.]\w)")
+    return re.compile("|".join(alternatives), re.I) if alternatives else None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
+from recollect.dialogue.turn_ids import TurnIdMatcher, _alternation, id_items
 from recollect.steps import AnswerReply, clean_answer, is_no_info
 
 KNOWN = ["D1:1", "D1:10", "bob-q1", "bob-q1-2", "T7", "a", "intro"]
@@ -49,3 +51,21 @@ def test_no_info_forms() -> None:
     assert all(is_no_info(t) for t in ["", "  ", "No information available.", "unknown", "None",
                                         "No information available in the memories"])
     assert not any(is_no_info(t) for t in ["Pixel", "no", "Unknown Pleasures (the album)"])
+
+
+# --- the token scan finds what the one-pattern alternation found ---------------------------------------------
+_ID = st.text(alphabet="Db1:2-3._ x[]", min_size=1, max_size=6)
+_TEXT = st.lists(st.one_of(st.sampled_from(["D1:3", "D1:30", "[D1:3]", "[ b-2 ]", "x.D1:3", "D1:3.", "a-D1:3",
+                                            "..D1:3", "D1:3-a", "(D1:3)", "[see D1:3]", "b-2", "B-2", " ", ", "]),
+                                 st.text(alphabet="Db1:2-3._ x[]", max_size=5)), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ID, max_size=6), _TEXT)
+def test_the_token_scan_agrees_with_the_alternation(known: list[str], text: str) -> None:
+    matcher = TurnIdMatcher(known)
+    pattern = _alternation(list(matcher.known.values()))
+    expected: dict[str, None] = {}
+    for m in pattern.finditer(text) if pattern is not None else []:
+        expected.setdefault(matcher.known[(m.group("b") or m.group("w")).lower()], None)
+    assert matcher.find(text) == list(expected)
