@@ -99,7 +99,7 @@ def create_graph(
     ctx = _context(cls, context, {**settings, **python_only})
     if vector_store is not None:
         ctx = _with_vector_store(method, ctx, vector_store)
-    if store is None:  # the data directory's store: where `ingest` wrote the memories the graph reads
+    if store is None and ctx.retriever is None:  # the data directory's store, where `ingest` wrote the memories
         from recollect.runner import memory_store
 
         store = memory_store(ctx.data_dir)

@@ -213,7 +213,8 @@ def ask(
     compiled = load_graph(method)
     require_answerable(namespace, method, ctx)
     # Compiled with the data directory's store, so `runtime.store` in every node is where the memories live.
-    g = compiled.builder.compile(checkpointer=checkpointer, store=memory_store(ctx.data_dir), name=method)
+    store = None if ctx.retriever is not None else memory_store(ctx.data_dir)  # an app's retriever needs none
+    g = compiled.builder.compile(checkpointer=checkpointer, store=store, name=method)
     thread_id = thread_id or uuid.uuid4().hex[:12]
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": step_limit(method, ctx)}
     inputs: dict[str, Any] | None = {"namespace": namespace, "question": question}

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -176,6 +177,8 @@ def measure(n_turns: int, questions: int, doc_stores: list[str], postgres_uri: s
             "mean_ms": w["mean"], "median_ms": w["median"], "p90_ms": w["p90"],
             "cpu_mean_ms": c["mean"], "cpu_median_ms": c["median"], "cpu_p90_ms": c["p90"],
         })
+    for data, *_ in built.values():  # a 100k-turn data directory holds about 500 MB
+        shutil.rmtree(data, ignore_errors=True)
     return rows
 
 

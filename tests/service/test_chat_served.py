@@ -5,8 +5,6 @@ name (an unknown name fails the run with the choices). No real model is started.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +17,7 @@ from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
 from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
+from tests.service.serving import stop_serve
 from tests.service.test_conversations import ROOT, _start_serve
 
 pytestmark = [pytest.mark.service]
@@ -38,11 +37,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         try:
             yield {"url": url, "log": log, "main": main, "other": other}
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_serve(proc)
 
 
 def _client(served: dict[str, Any]) -> Any:
