@@ -101,7 +101,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from recollect.llm.structured import EndpointError
-    from recollect.runner import ask, require_answerable, sqlite_checkpointer
+    from recollect.runner import ask, open_checkpointer, require_answerable
 
     ctx = _context(args)
     question = " ".join(args.question).strip()
@@ -115,7 +115,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         result = ask(
             args.namespace, question, args.method, ctx,
-            checkpointer=sqlite_checkpointer(ctx.data_dir), thread_id=thread,
+            checkpointer=open_checkpointer(ctx.data_dir), thread_id=thread,
             on_step=_step_printer(gold) if args.trace else None,
         )
     except EndpointError as exc:

@@ -77,10 +77,6 @@ def open_checkpointer(data_dir: str) -> Any:
     return SqliteSaver(conn)
 
 
-# The name callers used when every checkpoint was in SQLite; it returns whichever saver is configured.
-sqlite_checkpointer = open_checkpointer
-
-
 def close_checkpointer(saver: Any) -> None:
     """Close what `open_checkpointer` opened for one caller: a SQLite connection (the Postgres saver and its
     pool are the process's)."""
@@ -256,15 +252,19 @@ def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
     """The checkpoints of a thread, oldest first."""
     ctx = ctx or Context()
     saver = open_checkpointer(ctx.data_dir)
-    method = _thread_method(ctx.data_dir, thread_id)
-    if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
-        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-        method = (latest.metadata or {}).get("graph_id") if latest else None
-        if method not in GRAPHS:
-            raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
-    g = load_graph(method).builder.compile(checkpointer=saver)
+    try:
+        method = _thread_method(ctx.data_dir, thread_id)
+        if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
+            latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+            method = (latest.metadata or {}).get("graph_id") if latest else None
+            if method not in GRAPHS:
+                raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
+        g = load_graph(method).builder.compile(checkpointer=saver)
+        snaps = list(g.get_state_history({"configurable": {"thread_id": thread_id}}))
+    finally:
+        close_checkpointer(saver)
     rows = []
-    for snap in g.get_state_history({"configurable": {"thread_id": thread_id}}):
+    for snap in snaps:
         meta = snap.metadata or {}
         rows.append(
             {

@@ -39,16 +39,15 @@ def document_backend(doc_store: str | None = None) -> str:
     since the documents would stay in a file while the checkpoints went to the database."""
     from recollect.settings import get_settings
 
-    settings = get_settings()
+    settings, uri = get_settings(), postgres_uri()
     backend = doc_store or settings.doc_store
     if backend not in ("recollect_db", "langgraph"):
         raise ValueError(f"unknown document store {backend!r} (use recollect_db or langgraph)")
-    if settings.postgres_uri.strip() and backend == "recollect_db" \
-            and (doc_store is not None or "doc_store" in settings.model_fields_set):
+    if uri and backend == "recollect_db" and (doc_store is not None or "doc_store" in settings.model_fields_set):
         raise ValueError("RECOLLECT_DOC_STORE=recollect_db cannot be used with RECOLLECT_POSTGRES_URI: the "
                          "documents would stay in recollect.db while checkpoints went to Postgres; unset one "
                          "(RECOLLECT_POSTGRES_URI keeps documents in LangGraph's Postgres store)")
-    return "langgraph" if settings.postgres_uri.strip() else backend
+    return "langgraph" if uri else backend
 
 
 def open_base_store(data_dir: Path) -> BaseStore:

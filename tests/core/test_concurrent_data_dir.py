@@ -22,7 +22,7 @@ from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
-from recollect.runner import ask, sqlite_checkpointer
+from recollect.runner import ask, open_checkpointer
 from tests.core.faults import ROOT
 from tests.core.test_shared_data_dir import PIXEL, _cat_answer
 from tests.service.scripted_endpoint import ScriptedEndpoint
@@ -54,7 +54,7 @@ def test_concurrent_runs_beside_cli_ingest_ask_forget(tmp_path: Path, fresh: boo
     if not fresh:
         ingest_conversation(PIXEL, "alice", ctx, methods=["memr3"], ws=ws)
         ask("alice", CAT, "rag", ctx)
-    saver = sqlite_checkpointer(str(data))
+    saver = open_checkpointer(str(data))
     failures: list[str] = []
     answers: list[Any] = []
     alice_ready = threading.Event()

@@ -113,11 +113,11 @@ def test_which_questions_may_refer_back(question: str, expected: bool) -> None:
 
 
 def test_asking_a_rewritten_follow_up_again_on_a_cli_thread_returns_its_answer(data: str, tmp_path: Any) -> None:
-    from recollect.runner import ask, sqlite_checkpointer
+    from recollect.runner import ask, open_checkpointer
 
     model = scripted(default=replies)
     ctx = AllMethodsContext(data_dir=data, chat_model=model)
-    saver = sqlite_checkpointer(str(tmp_path))
+    saver = open_checkpointer(str(tmp_path))
     ask("sample", DOG, "rag", ctx, checkpointer=saver, thread_id="cli")
     first = ask("sample", FOLLOW_UP, "rag", ctx, checkpointer=saver, thread_id="cli")
     calls = len(model.prompts())

@@ -14,7 +14,7 @@ from recollect.llm.cache import LLMCache, cache_key
 from recollect.llm.scripted import scripted
 from recollect.memory.store_docs import CACHE_KIND, ROOT, StoreDocs, ns_label
 from recollect.memory.workspace import NamespaceError, open_workspace
-from recollect.runner import ask, forget, history, sqlite_checkpointer
+from recollect.runner import ask, forget, history, open_checkpointer
 from tests.helpers import make_conversation
 
 CONV = make_conversation([[("Ann", "my cat is called Pixel"), ("Bob", "nice, my dog is Rex")]])
@@ -25,7 +25,7 @@ def _setup(data_dir: str) -> AllMethodsContext:
     for ns in ("alice", "bob", "alice2"):  # "alice2" shares a prefix with "alice"
         ingest_conversation(CONV, ns, ctx, methods=["memr3"])
         LLMCache(open_workspace(data_dir).docs).put(cache_key(ns, "baselines", "answer", "m", 0.0, {}), {"v": ns})
-        ask(ns, "What is Ann's cat called?", "rag", ctx, checkpointer=sqlite_checkpointer(data_dir),
+        ask(ns, "What is Ann's cat called?", "rag", ctx, checkpointer=open_checkpointer(data_dir),
             thread_id=f"thread-{ns}")
     return ctx
 

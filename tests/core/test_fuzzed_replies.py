@@ -24,7 +24,7 @@ from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
-from recollect.runner import ask, sqlite_checkpointer
+from recollect.runner import ask, open_checkpointer
 from tests.core.faults import SAMPLE, good_model, good_reply, memory_dump
 
 JUNK = "\x00\x01\ud800\udfff\udc00\ufffd\u202e\x1b[31m\uffff\U0010ffff\u200b"
@@ -130,7 +130,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_every_graph_survives_the_reply_and_records_its_fallbacks(
     built: str, kind: str, failures: dict[str, list[Any]]
 ) -> None:
-    saver = sqlite_checkpointer(built)  # as the CLI runs: every step's state is written to SQLite
+    saver = open_checkpointer(built)  # as the CLI runs: every step's state is written to SQLite
     try:
         for method in METHODS:
             failures["failed"].clear()

@@ -17,7 +17,7 @@ from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.docstore import DocStore
 from recollect.memory.store_docs import ROOT, StoreDocs
 from recollect.memory.workspace import DataDirError, Workspace, migrate_data_dir, register_workspace
-from recollect.runner import ask, forget, sqlite_checkpointer
+from recollect.runner import ask, forget, open_checkpointer
 from tests.helpers import make_conversation
 from tests.methods.hymem.test_ingest import SESSIONS, per_turn_summaries
 
@@ -39,7 +39,7 @@ def _old_data_dir(data_dir: str) -> dict[tuple[str, str], dict[str, Any]]:
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=ScriptedChatModel(default=per_turn_summaries))
     for ns in ("alice", "a.b"):
         ingest_conversation(CONV, ns, ctx, methods=["memr3", "hymem"], ws=ws)
-    ask("alice", "What is Ann's cat called?", "rag", _answering(data_dir), checkpointer=sqlite_checkpointer(data_dir),
+    ask("alice", "What is Ann's cat called?", "rag", _answering(data_dir), checkpointer=open_checkpointer(data_dir),
         thread_id="t1")
     assert isinstance(ws.docs, DocStore) and ws.docs.cache_rows()
     return _by_kind(ws.docs)

@@ -15,7 +15,7 @@ from recollect.graphs.registry import METHODS as GRAPHS
 from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from recollect.runner import sqlite_checkpointer
+from recollect.runner import open_checkpointer
 from recollect.state import MemoryState
 from recollect.steps import fresh_question_fields, per_question_fields, wire_question_lifecycle
 from tests.helpers import make_conversation
@@ -90,8 +90,8 @@ def test_missing_question_and_namespace_are_clear_errors(ctx: AllMethodsContext)
         g.invoke({"question": "cat?"}, context=ctx)
 
 
-def test_reset_survives_the_sqlite_checkpointer(ctx: AllMethodsContext) -> None:
-    g = load_graph("rag").builder.compile(checkpointer=sqlite_checkpointer(ctx.data_dir))
+def test_reset_survives_the_open_checkpointer(ctx: AllMethodsContext) -> None:
+    g = load_graph("rag").builder.compile(checkpointer=open_checkpointer(ctx.data_dir))
     config = {"configurable": {"thread_id": "sq"}}
     g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
     g.invoke({"namespace": "life", "question": "And Bob's dog?"}, config, context=ctx)
