@@ -22,6 +22,9 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 
 def _categories(values: list[str] | None) -> list[int]:
+    if values is not None and not _split(values):
+        # `--categories ,` names no category: running the default ones instead would hide the mistake
+        raise ValueError("--categories: no category number given (choose from 1-5)")
     out = []
     for v in _split(values) or ["1", "2", "3", "4"]:
         try:
@@ -33,7 +36,10 @@ def _categories(values: list[str] | None) -> list[int]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from recollect.cli_args import _context
+    from recollect.eval.estimate import parse_duration
     from recollect.eval.runner import run_eval
+
+    budget = parse_duration(args.time_budget) if args.time_budget else None
 
     out = run_eval(
         args.data,
@@ -52,7 +58,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         sample=args.sample,
         seed=args.seed,
         show_progress=not args.quiet,
+        rows_dir=args.rows,
+        plan_only=args.plan,
+        time_budget_s=budget,
+        import_rows=args.import_rows or [],
+        tapes=args.tape or [],
     )
+    if args.plan:
+        return 0
     print(f"report: {out / 'summary.md'}")
     print((out / "summary.md").read_text(encoding="utf-8").split("## Overall (all methods)", 1)[-1]
           .split("\n## ", 1)[0].strip())
@@ -87,4 +100,20 @@ def register(subparsers: Any) -> None:
     s.add_argument("--restart", action="store_true", help="discard earlier rows in the output folder")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a runtime setting")
+    s.add_argument("--rows", metavar="DIR",
+                   help="committed text-free rows (one <graph>.jsonl each): reuse every row whose graph "
+                   "fingerprint is current, carry stale ones over by replaying their tape, compute the rest "
+                   "and append them there")
+    s.add_argument("--plan", action="store_true",
+                   help="with --rows: print per graph the rows current, to carry over and to compute, and the "
+                   "estimated model time; call no model")
+    s.add_argument("--time-budget", metavar="DURATION",
+                   help="with --rows: start no memory build or question that would not finish within it "
+                   "(140m, 2h, 1h30m); the summary is then marked partial and re-running continues")
+    s.add_argument("--import-rows", nargs="+", metavar="JSONL",
+                   help="with --rows: an earlier run's per_question.jsonl, carried over question by question "
+                   "when a replay of its tape gives the same answers")
+    s.add_argument("--tape", nargs="+", metavar="JSONL",
+                   help="with --rows: tape files to replay from besides the cache's (benchmarks/llm_tape.py "
+                   "recordings)")
     s.set_defaults(func=cmd_eval)

@@ -156,6 +156,17 @@ class LLMJudge:
         bind = getattr(self.chat_model, "bind", None)
         return bind(**kwargs) if kwargs and callable(bind) else self.chat_model
 
+    def probe(self) -> None:
+        """One tiny call before any work, so an unreachable judge stops the run at once with one clear
+        error instead of grading every answer 0 after the run (a RuntimeError naming the model)."""
+        from langchain_core.messages import HumanMessage
+
+        try:
+            self.chat_model.invoke([HumanMessage("Reply with the single word OK.")])
+        except Exception as exc:  # any failure of the endpoint: connection, auth, unknown model
+            raise RuntimeError(f"judge model {self.model_name!r} cannot be reached: {type(exc).__name__}: "
+                               f"{str(exc)[:300]}") from None
+
     def judge(self, question: str, gold: Any, prediction: str | None) -> JudgeResult:
         key = cache_key(self.model_name, self.prompt_version, question, gold, prediction)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:

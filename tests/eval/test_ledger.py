@@ -1,0 +1,245 @@
+"""Committed eval rows: fingerprints, text-free rows, reuse, carry-over by tape replay, plan and time budget."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recollect.eval import fingerprint as fpmod
+from recollect.eval import ledger_run
+from recollect.eval.estimate import parse_duration
+from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, module_closure
+from recollect.eval.ledger import LEDGER_FIELDS, check_text_free, ledger_row, read_ledger
+from recollect.eval.plan import EvalError
+from recollect.eval.runner import run_eval
+from recollect.eval.tape import uninstall
+from recollect.graphs.registry import METHODS, AllMethodsContext
+from recollect.settings import get_settings
+from tests.service.scripted_endpoint import ScriptedEndpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI = ROOT / "tests" / "fixtures" / "eval_mini_locomo.json"
+COMMITTED = ROOT / "benchmarks" / "reports" / "eval_decisive" / "rows"
+DATASET = Path("/work/shared/data/locomo/locomo_dev.json")
+
+
+# --------------------------------------------------------------------------------------------- fingerprints
+
+
+def _fingerprints(ctx: AllMethodsContext) -> dict[str, str]:
+    return {m: graph_fingerprint(m, ctx).digest for m in METHODS}
+
+
+def _edit(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """Pretend `module`'s source changed: its file digest differs from now on."""
+    path = fpmod._origin(module)
+    assert path is not None
+    real = fpmod._sha256
+    monkeypatch.setattr(fpmod, "_sha256", lambda p: real(p) + ("-edited" if p == path else ""))
+
+
+def test_a_method_module_changes_only_its_own_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = AllMethodsContext()
+    before = _fingerprints(ctx)
+    assert len(set(before.values())) == len(METHODS)  # rag and full_context share code, not a fingerprint
+    _edit(monkeypatch, "recollect.graphs.memr3.router")
+    after = _fingerprints(ctx)
+    assert [m for m in METHODS if before[m] != after[m]] == ["memr3"]
+
+
+def test_a_shared_module_changes_every_graph_that_imports_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = AllMethodsContext()
+    before = _fingerprints(ctx)
+    importers = {m for m in METHODS if "recollect.budget" in module_closure(fpmod._graph_roots(m))}
+    assert len(importers) >= 4
+    _edit(monkeypatch, "recollect.budget")
+    after = _fingerprints(ctx)
+    assert {m for m in METHODS if before[m] != after[m]} == importers
+
+
+def test_settings_prompts_and_model_are_in_the_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = AllMethodsContext()
+    base = graph_fingerprint("hymem", ctx)
+    assert graph_fingerprint("hymem", ctx.with_overrides(hymem_light_k=base_k(ctx) + 1)).digest != base.digest
+    assert graph_fingerprint("hymem", ctx.with_overrides(profile="paper")).digest != base.digest
+    # where data lives and which namespace is read are not behaviour
+    assert graph_fingerprint("hymem", ctx.with_overrides(data_dir="/elsewhere")).digest == base.digest
+    assert graph_fingerprint("rag", ctx).digest == graph_fingerprint("rag", ctx.with_overrides(hymem_light_k=9)).digest
+    prompts = {k for k in base.parts if k.startswith("prompt:")}
+    assert "prompt:hymem/light.md" in prompts and "prompt:common/retry.md" in prompts
+    assert not any(k.startswith("prompt:memr3/") for k in prompts)
+    assert base.parts["model"].startswith(("gguf-sha256:", "endpoint:"))
+    monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RECOLLECT_LLM_MODEL", "other-model")
+    get_settings.cache_clear()
+    try:
+        assert graph_fingerprint("hymem", ctx).digest != base.digest
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+
+def base_k(ctx: AllMethodsContext) -> int:
+    return int(ctx.hymem_light_k)
+
+
+def test_a_builder_fingerprint_follows_the_settings_its_code_reads() -> None:
+    ctx = AllMethodsContext()
+    chunks = builder_fingerprint("memr3", ctx).digest
+    assert builder_fingerprint("memr3", ctx.with_overrides(memr3_chunk_tokens=77)).digest != chunks
+    assert builder_fingerprint("memr3", ctx.with_overrides(memr3_max_iterations=9)).digest == chunks
+    assert builder_fingerprint("turns", ctx).digest != chunks
+
+
+# --------------------------------------------------------------------------------------------- text-free rows
+
+
+def test_a_ledger_row_holds_no_text() -> None:
+    row = {k: None for k in ("method", "question_id", "code_commit")}
+    row.update(method="rag", question_id="conv-1#3", prediction="a long answer about a trip to the coast",
+               question="Where did she go last summer with her family?", draft_answer="the coast",
+               error="ValueError: the answer 'she went to the coast' is bad", evidence_stages={"D1:3": "shown"})
+    out = ledger_row(row, row["question"], "f" * 64, {"runtime": "endpoint"})
+    check_text_free(out)
+    assert set(out) == set(LEDGER_FIELDS) and out["error"] == "ValueError"
+    assert "coast" not in json.dumps(out) and "summer" not in json.dumps(out)
+    with pytest.raises(ValueError, match="free text"):
+        check_text_free({**out, "judge_label": "she went to the coast"})
+    with pytest.raises(ValueError, match="not ledger fields"):
+        check_text_free({**out, "prediction": "x"})
+
+
+def _five_grams(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + 5]) for i in range(len(words) - 4)}
+
+
+def _dataset_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _dataset_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _dataset_strings(v)
+
+
+def test_committed_rows_hold_no_dataset_text() -> None:
+    files = sorted(COMMITTED.glob("*.jsonl"))
+    assert files, f"no committed rows in {COMMITTED}"
+    rows = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        check_text_free(row)
+    if not DATASET.is_file():  # the dev split is not part of the repository; the structural check above stands
+        pytest.skip(f"{DATASET} is not on this machine")
+    grams: set[tuple[str, ...]] = set()
+    for text in _dataset_strings(json.loads(DATASET.read_text(encoding="utf-8"))):
+        grams |= _five_grams(text)
+    committed = "\n".join(f.read_text(encoding="utf-8") for f in [*files, *COMMITTED.parent.glob("*.md")])
+    leaked = _five_grams(committed) & grams
+    assert not leaked, f"dataset text in committed rows: {sorted(leaked)[:3]}"
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+
+@pytest.fixture
+def scripted_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A scripted OpenAI-compatible endpoint as the configured model, and a private cache directory."""
+    with ScriptedEndpoint() as url:
+        monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", url)
+        monkeypatch.setenv("RECOLLECT_LLM_MODEL", "scripted")
+        monkeypatch.setenv("RECOLLECT_LLM_MAX_RETRIES", "0")
+        monkeypatch.setenv("RECOLLECT_CACHE_DIR", str(tmp_path / "cache"))
+        get_settings.cache_clear()
+        uninstall()
+        try:
+            yield url
+        finally:
+            uninstall()
+            monkeypatch.undo()
+            get_settings.cache_clear()
+
+
+def _run(tmp: Path, **kw: Any) -> Path:
+    ctx = AllMethodsContext(data_dir=str(tmp / "d"))
+    return run_eval(MINI, methods=["rag", "full_context"], judge="none", out_dir=tmp / "out", ctx=ctx,
+                    rows_dir=tmp / "rows", show_progress=False, plots=False, **kw)
+
+
+def test_rows_are_reused_then_carried_over_by_replay(scripted_env: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path)
+    first = read_ledger(tmp_path / "rows")
+    assert len(first) == 10 and all(not r["carried_over"] for r in first)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metadata"]["ledger"]["graphs"]["rag"]["computed_now"] == 5
+    assert not summary["metadata"]["ledger"]["partial"]
+
+    capsys.readouterr()
+    _run(tmp_path, plan_only=True)
+    assert re.search(r"^rag\s+\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
+
+    # A refactor: rag's fingerprint changes, its requests do not. The endpoint is gone, so only the tape answers.
+    real = ledger_run.graph_fingerprint
+    monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
+        real(m, c).digest[::-1] if m == "rag" else real(m, c).digest, {}))
+    monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    get_settings.cache_clear()
+    out = _run(tmp_path)
+    meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]["graphs"]
+    assert meta["rag"]["carried_over_now"] == 5 and meta["rag"]["computed_now"] == 0
+    assert meta["full_context"]["reused"] == 5
+    rag = [r for r in read_ledger(tmp_path / "rows", ["rag"]) if r["carried_over"]]
+    assert len(rag) == 5
+    evidence = rag[0]["carried_over"][0]
+    assert evidence["missed_requests"] == 0 and evidence["replayed_requests"] >= 1
+    old = {r["question_id"]: r for r in first if r["method"] == "rag"}
+    assert all(r["wall_time_s"] == old[r["question_id"]]["wall_time_s"] for r in rag)  # measured numbers kept
+
+
+def test_a_changed_request_is_computed_not_carried(scripted_env: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _run(tmp_path)
+    # A different rag_top_k changes rag's fingerprint and what its prompt shows: the tape cannot answer.
+    ctx = AllMethodsContext(data_dir=str(tmp_path / "d"), rag_top_k=1)
+    out = run_eval(MINI, methods=["rag"], judge="none", out_dir=tmp_path / "out2", ctx=ctx,
+                   rows_dir=tmp_path / "rows", show_progress=False, plots=False)
+    meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]["graphs"]["rag"]
+    assert meta["computed_now"] + meta["carried_over_now"] == 5
+    assert meta["carry_failed"] == meta["computed_now"] >= 1
+
+
+def test_time_budget_stops_early_and_a_rerun_continues(scripted_env: str, tmp_path: Path) -> None:
+    out = _run(tmp_path, time_budget_s=1.0)  # the estimate of one question (seconds) does not fit
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["metadata"]["ledger"]["partial"] is True
+    assert read_ledger(tmp_path / "rows") == []
+    assert "Partial" in (out / "summary.md").read_text()
+    _run(tmp_path)
+    assert len(read_ledger(tmp_path / "rows")) == 10
+
+
+def test_plan_options_need_rows(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="--rows"):
+        run_eval(MINI, methods=["rag"], judge="none", out_dir=tmp_path / "o", plan_only=True,
+                 ctx=AllMethodsContext(data_dir=str(tmp_path / "d")))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("140m", 8400), ("2h", 7200), ("1h30m", 5400), ("90s", 90),
+                                               ("45", 2700)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "5x", "0m", "1h banana"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="time-budget"):
+        parse_duration(text)
