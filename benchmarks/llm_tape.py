@@ -21,7 +21,6 @@ The exit status of `replay` is 1 when any request missed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import threading
@@ -31,14 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-
-def request_key(path: str, body: bytes) -> str:
-    """The same request gives the same key whatever the key order of its JSON body."""
-    try:
-        canonical = json.dumps(json.loads(body), sort_keys=True, ensure_ascii=False)
-    except ValueError:
-        canonical = body.decode("utf-8", "replace")
-    return hashlib.sha256(f"{path}\n{canonical}".encode()).hexdigest()
+# One key function for this tool and the eval's tapes (recollect.eval.tape), so either replays the other's.
+from recollect.eval.tape import request_key
 
 
 class Tape:
