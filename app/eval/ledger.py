@@ -151,27 +151,6 @@ def append_ledger(rows_dir: Path, row: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def compact_ledger(rows_dir: Path, keep: Iterable[tuple[str, str]]) -> int:
-    """Rewrite each graph's file keeping, per question, the rows of the fingerprints in `keep`
-    ((graph, fingerprint) pairs) and the newest row of any other; returns the rows dropped."""
-    keep = set(keep)
-    dropped = 0
-    for path in sorted(Path(rows_dir).glob("*.jsonl")):
-        if path.name == BUILDS_NAME:
-            continue
-        rows = read_ledger(rows_dir, [path.stem])
-        out = [r for r in rows if (r["method"], r["fingerprint"]) in keep]
-        current = {r["question_id"] for r in out}
-        out += [r for r in rows if r["question_id"] not in current and (r["method"], r["fingerprint"]) not in keep]
-        dropped += len(rows) - len(out)
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=True, sort_keys=True) + "\n"
-                               for r in sorted(out, key=lambda r: (r["question_id"], r["fingerprint"]))),
-                       encoding="utf-8")
-        os.replace(tmp, path)
-    return dropped
-
-
 # --------------------------------------------------------------------------------------------- provenance
 
 

@@ -96,10 +96,13 @@ def plan_graphs(plan: Plan, ctx: Any, rows_dir: Path, stale_rows: Sequence[dict[
         bfp = builder_fingerprint(builder, ctx)
         g = GraphPlan(method, fp, builder, bfp.digest, memory_dir(builder, bfp))
         mine = [r for r in ledger if r["method"] == method]
-        older = [r for r in [*mine, *stale_rows] if r["method"] == method and r["fingerprint"] != fp]
+        older = [r for r in [*mine, *stale_rows] if r["method"] == method and r["fingerprint"] != fp
+                 and not r.get("error")]
         for q in plan.questions:
             want = asked_digest(q)
-            if any(r["question_id"] == q.id and r["fingerprint"] == fp and r["question_digest"] == want for r in mine):
+            # a row whose graph raised is asked again, as a resumed run of text rows does
+            if any(r["question_id"] == q.id and r["fingerprint"] == fp and r["question_digest"] == want
+                   and not r.get("error") for r in mine):
                 g.current.append(q.id)
             elif tape_entries and any(r["question_id"] == q.id and r["question_digest"] == want for r in older):
                 g.carry.append(q.id)
@@ -224,7 +227,8 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
         if not _build(g, plan, ctx, rows_dir, store, deadline, show_progress, builds):
             return
         mctx = ctx.with_overrides(data_dir=str(g.memory))
-        candidates = [r for r in [*older, *stale_rows] if r["method"] == g.method and r["fingerprint"] != g.fingerprint]
+        candidates = [r for r in [*older, *stale_rows] if r["method"] == g.method and r["fingerprint"] != g.fingerprint
+                      and not r.get("error")]
         for qid in [q.id for q in plan.questions if q.id in set(g.carry) | set(g.compute)]:
             q = by_id[qid]
             old = next((r for r in reversed(candidates) if r["question_id"] == qid

@@ -187,6 +187,16 @@ def test_rows_are_reused_then_carried_over_by_replay(scripted_env: str, tmp_path
     _run(tmp_path, plan_only=True)
     assert re.search(r"^rag\s+\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
 
+    # a row whose graph raised is not current: the plan asks it again
+    errored = {**next(r for r in first if r["method"] == "full_context"), "error": "RuntimeError"}
+    with (tmp_path / "rows" / "full_context.jsonl").open("a") as fh:
+        fh.write(json.dumps(errored) + "\n")
+    _run(tmp_path, plan_only=True)
+    assert re.search(r"^full_context\s+\w+\s+4\s+0\s+1", capsys.readouterr().out, re.M)
+    _run(tmp_path)
+    assert not any(r["error"] for r in read_ledger(tmp_path / "rows"))
+    capsys.readouterr()
+
     # A refactor: rag's fingerprint changes, its requests do not. The endpoint is gone, so only the tape answers.
     real = ledger_run.graph_fingerprint
     monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
