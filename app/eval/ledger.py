@@ -44,6 +44,11 @@ LEDGER_FIELDS = (
     "error", "fingerprint", "provenance", "carried_over",
 )
 BUILDS_NAME = "builds.jsonl"  # beside the rows: each memory build's seconds (recollect.eval.estimate)
+# A build entry's fields (recollect.eval.ledger_run's for graphs, benchmarks/peers_table.py's for peers).
+BUILD_FIELDS = (
+    "builder", "date", "fingerprint", "provenance", "recorded_requests", "replayed_requests", "sample_id",
+    "seconds", "sessions", "session", "llm_calls", "stored_after",
+)
 # A turn id (D3:5, or any id shape a dialogue file gives: short, no spaces), a digest, a label.
 _ID = re.compile(r"[^\s]{1,80}")
 
@@ -85,9 +90,10 @@ def carried(old: dict[str, Any], fingerprint: str, evidence: dict[str, Any]) -> 
             "carried_over": [*old.get("carried_over", []), {"from": old["fingerprint"], **evidence}]}
 
 
-def check_text_free(row: dict[str, Any]) -> None:
-    """Raise ValueError when a ledger row holds anything but ids, labels, digests and numbers."""
-    unknown = set(row) - set(LEDGER_FIELDS)
+def check_text_free(row: dict[str, Any], fields: Sequence[str] = LEDGER_FIELDS) -> None:
+    """Raise ValueError when a ledger row (or, with `fields=BUILD_FIELDS`, a build entry) holds anything but
+    ids, labels, digests and numbers."""
+    unknown = set(row) - set(fields)
     if unknown:
         raise ValueError(f"ledger row has fields that are not ledger fields: {sorted(unknown)}")
 

@@ -14,7 +14,7 @@ from recollect.eval import fingerprint as fpmod
 from recollect.eval import ledger_run
 from recollect.eval.estimate import parse_duration
 from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, module_closure
-from recollect.eval.ledger import LEDGER_FIELDS, check_text_free, ledger_row, read_ledger
+from recollect.eval.ledger import BUILD_FIELDS, BUILDS_NAME, LEDGER_FIELDS, check_text_free, ledger_row, read_ledger
 from recollect.eval.plan import EvalError
 from recollect.eval.runner import run_eval
 from recollect.eval.tape import uninstall
@@ -24,7 +24,7 @@ from tests.service.scripted_endpoint import ScriptedEndpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI = ROOT / "tests" / "fixtures" / "eval_mini_locomo.json"
-COMMITTED = ROOT / "benchmarks" / "reports" / "eval_decisive" / "rows"
+COMMITTED = [ROOT / "benchmarks" / "reports" / name / "rows" for name in ("eval_decisive", "peers_slice")]
 DATASET = Path("/work/shared/data/locomo/locomo_dev.json")
 
 
@@ -131,17 +131,19 @@ def _dataset_strings(value: Any) -> Iterator[str]:
 
 
 def test_committed_rows_hold_no_dataset_text() -> None:
-    files = sorted(COMMITTED.glob("*.jsonl"))
-    assert files, f"no committed rows in {COMMITTED}"
-    rows = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
-    for row in rows:
-        check_text_free(row)
+    files = sorted(f for folder in COMMITTED for f in folder.glob("*.jsonl"))
+    assert all(any(folder.glob("*.jsonl")) for folder in COMMITTED), f"no committed rows in one of {COMMITTED}"
+    for f in files:
+        fields = BUILD_FIELDS if f.name == BUILDS_NAME else LEDGER_FIELDS
+        for line in f.read_text(encoding="utf-8").splitlines():
+            check_text_free(json.loads(line), fields)
     if not DATASET.is_file():  # the dev split is not part of the repository; the structural check above stands
         pytest.skip(f"{DATASET} is not on this machine")
     grams: set[tuple[str, ...]] = set()
     for text in _dataset_strings(json.loads(DATASET.read_text(encoding="utf-8"))):
         grams |= _five_grams(text)
-    committed = "\n".join(f.read_text(encoding="utf-8") for f in [*files, *COMMITTED.parent.glob("*.md")])
+    reports = [md for folder in COMMITTED for md in folder.parent.glob("*.md")]
+    committed = "\n".join(f.read_text(encoding="utf-8") for f in [*files, *reports])
     leaked = _five_grams(committed) & grams
     assert not leaked, f"dataset text in committed rows: {sorted(leaked)[:3]}"
 
