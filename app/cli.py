@@ -77,11 +77,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     ctx = _context(args)
     validate_namespace(args.namespace)  # a bad namespace, data directory or embedder fails before any output
-    ws = open_workspace(ctx.data_dir)
     path = Path(args.file)
     if args.file == "sample" and not path.exists():
         path = sample_dialogue_path()  # what `recollect demo` ingests, wherever recollect is installed
+    # The file before the data directory: a bad dialogue leaves a fresh data directory uncreated.
     conversation = load_conversation(path, args.conversation)
+    ws = open_workspace(ctx.data_dir)
     methods = available_builders() if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise CLIError(f"--methods {args.methods!r} names no method (known: {', '.join(BUILDERS)})")

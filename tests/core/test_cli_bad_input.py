@@ -5,6 +5,7 @@ No model is reachable: every case fails before a model call."""
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import os
 import shutil
@@ -223,3 +224,52 @@ def test_bad_namespace_fails_before_reading_or_printing(
         code, out, err = run(capsys, "--data-dir", str(ingested), *argv)
         assert code == 2 and out == "" and one_error_line(err) and "invalid namespace" in err, (argv, err)
     assert fingerprint(ingested) == before
+
+
+SURROGATE_TEXT = '{"id": "c", "sessions": [{"turns": [{"speaker": "A", "text": "bad \\ud800 text"}]}]}'
+UNREADABLE = [
+    (SURROGATE_TEXT, r"sessions\[0\]\.turns\[0\]\.text: holds a lone UTF-16 surrogate \(U\+D800 at character 4\)"),
+    ('{"id": "c", "sessions": [{"turns": [{"speaker": "\\udc00", "text": "hi"}]}]}',
+     r"sessions\[0\]\.turns\[0\]\.speaker: holds a lone UTF-16 surrogate \(U\+DC00"),
+    ('[{"sample_id": "s", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": '
+     '[{"speaker": "A", "dia_id": "D1:1", "text": "x \\udfff"}]}}]',
+     r"\[0\]\.conversation\.session_1\[0\]\.text: holds a lone"),
+    ('{"id": "c", "sessions": [{"turns": [{"speaker": "A", "text": "hi", "\\ud800": 1}]}]}',
+     r"sessions\[0\]\.turns\[0\]: a key holds a lone"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    ('{"a": ' * 50_000 + "1" + "}" * 50_000, "nested more than 64 levels deep"),
+    ('{"sessions": [{"turns": [{"speaker": "A", "text": ' + "[" * 60_000 + "]" * 60_000 + "}]}]}",
+     "nested more than 64 levels deep"),
+]
+
+
+@pytest.mark.parametrize(("content", "names"), UNREADABLE,
+                         ids=["surrogate-text", "surrogate-speaker", "surrogate-locomo", "surrogate-key",
+                              "deep-list", "deep-object", "deep-turn-text"])
+def test_unstorable_or_too_deep_dialogue_is_one_error_and_leaves_nothing(
+    capsys: pytest.CaptureFixture[str], ingested: Path, tmp_path: Path, content: str, names: str
+) -> None:
+    """A lone surrogate ended in a TypeError from the store after the vector collection was made, and deep
+    nesting in a RecursionError in the loader (issue 37): one error naming file, record and field, exit 2."""
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    before = fingerprint(ingested)
+    fresh = tmp_path / "fresh-data"
+    for data_dir in (ingested, fresh):
+        code, out, err = run(capsys, "--data-dir", str(data_dir), "ingest", str(path), "-n", "bad", "--methods", "memr3")
+        assert code == 2 and out == "" and one_error_line(err), err
+        assert err.startswith(f"error: {path}: ") and re.search(names, err), err
+    assert fingerprint(ingested) == before  # no collection, no registry entry
+    assert not fresh.exists()
+
+
+def test_a_conversation_built_in_python_is_checked_before_anything_is_stored(data_dir: str) -> None:
+    from recollect.dialogue.models import Conversation, DialogueError, Session, Turn
+    from recollect.ingestion import ingest_conversation
+
+    turn = Turn(id="D1:1", speaker="A", text="bad \ud800", session=1, index=1)
+    conversation = Conversation(id="c", speakers=("A",), sessions=(Session(1, "", None, (turn,)),))
+    with pytest.raises(DialogueError, match=r"conversation 'c': sessions\[0\]\.turns\[0\]\.text: holds a lone"):
+        ingest_conversation(conversation, "py", methods=["memr3"], ws=open_workspace(data_dir))
+    ws = open_workspace(data_dir)
+    assert ws.docs.namespaces() == [] and ws.client.list_collections() == []
