@@ -5,9 +5,9 @@ No model is reachable: every case fails before a model call."""
 from __future__ import annotations
 
 import hashlib
-import re
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
