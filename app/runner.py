@@ -31,6 +31,7 @@ from recollect.memory.workspace import (
     validate_namespace,
 )
 from recollect.settings import Context, get_settings
+from recollect.state import NamespaceBindingError, bind_namespace
 
 
 class ThreadError(ValueError):
@@ -220,11 +221,10 @@ def ask(
             raise ThreadError(f"thread {thread_id!r} belongs to method {known!r}, not {method!r}")
         snap = g.get_state(config)
         if snap.values:
-            if snap.values.get("namespace") != namespace:
-                raise ThreadError(
-                    f"thread {thread_id!r} reads namespace {snap.values.get('namespace')!r}, not "
-                    f"{namespace!r}; use a new --thread for another namespace"
-                )
+            try:  # the rule the graph's `namespace` channel enforces, checked before the run starts
+                bind_namespace(snap.values.get("namespace"), namespace, thread=f"thread {thread_id!r}")
+            except NamespaceBindingError as exc:
+                raise ThreadError(f"{exc} (pass another --thread)") from None
             if _asked_question(snap.values) == question:
                 if not snap.next:
                     return dict(snap.values, thread_id=thread_id, resumed=False)
