@@ -106,7 +106,12 @@ async def server_checkpointer() -> AsyncIterator[Any]:
         # read transaction and every CLI write to the data directory fails with "database is locked".
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
             await cursor.fetchall()
-        yield AsyncSqliteSaver(conn)
+        saver = AsyncSqliteSaver(conn)
+        # The tables now: LangGraph's saver creates them on its first read or write, but deleting a thread
+        # is neither, and a fresh data directory's first stateless run (whose temporary thread is deleted
+        # after it) logged "no such table: checkpoints".
+        await saver.setup()
+        yield saver
     finally:
         await conn.close()
 
