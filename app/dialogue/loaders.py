@@ -81,6 +81,8 @@ def read_json(path: str | Path) -> Any:
     """Read a JSON file; a missing file, bad JSON, nesting too deep or text that cannot be stored becomes a
     `DialogueError` naming the position."""
     p = Path(path)
+    if p.is_dir():
+        raise DialogueError(f"{p}: is a directory, not a dialogue file")
     if not p.is_file():
         raise DialogueError(f"{p}: dialogue file not found")
     try:

@@ -113,7 +113,7 @@ def read_only(request: pytest.FixtureRequest) -> Iterator[list[Path]]:
             q.chmod(q.stat().st_mode | 0o200)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] != "namespaces"], ids=lambda c: c[0])
 def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list[str]) -> None:
     before = fingerprint(ingested)
     for p in [ingested, *ingested.rglob("*")]:
@@ -125,14 +125,28 @@ def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list
     assert fingerprint(ingested) == before
 
 
+def test_namespaces_reads_a_read_only_data_dir(ingested: Path, read_only: list[Path]) -> None:
+    """Issue 37: `namespaces` only reads, yet refused a data directory it could not write."""
+    for p in [ingested, *ingested.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    read_only.append(ingested)
+    before = fingerprint(ingested)
+    done = cli_unprivileged(ingested, "namespaces")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("demo: conversation=sample-maya-theo sessions=4") and "built=memr3" in done.stdout
+    assert fingerprint(ingested) == before
+
+
 def test_fresh_read_only_data_dir_and_one_under_it(tmp_path: Path, read_only: list[Path]) -> None:
     parent = tmp_path / "locked"
     parent.mkdir()
     parent.chmod(0o555)
     read_only.append(parent)
     for data_dir in (parent, parent / "data"):
-        done = cli_unprivileged(data_dir, "namespaces")
+        done = cli_unprivileged(data_dir, "ingest", "sample", "-n", "demo", "--methods", "memr3")
         assert done.returncode == 2 and one_error_line(done.stderr) and "not writable" in done.stderr, done.stderr
+        listed = cli_unprivileged(data_dir, "namespaces")  # nothing to list, and nothing made to list it
+        assert listed.returncode == 0 and listed.stdout == listed.stderr == "", listed.stderr
     assert list(parent.iterdir()) == []
 
 
