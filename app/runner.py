@@ -255,10 +255,16 @@ def ask(
 
 def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
     """The checkpoints of a thread, oldest first."""
+    from recollect.memory.read_only import read_only_checkpointer, read_registry
+
     ctx = ctx or Context()
-    saver = open_checkpointer(ctx.data_dir)
+    # read-only: it works on a data directory this user may not write, and a thread that is not there
+    # leaves no new file behind
+    method = read_registry(ctx.data_dir, "thread").get(thread_id)
+    saver = read_only_checkpointer(ctx.data_dir)
+    if saver is None:
+        raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
     try:
-        method = _thread_method(ctx.data_dir, thread_id)
         if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
             latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
             method = (latest.metadata or {}).get("graph_id") if latest else None

@@ -113,7 +113,7 @@ def read_only(request: pytest.FixtureRequest) -> Iterator[list[Path]]:
             q.chmod(q.stat().st_mode | 0o200)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] != "namespaces"], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] not in ("namespaces", "history")], ids=lambda c: c[0])
 def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list[str]) -> None:
     before = fingerprint(ingested)
     for p in [ingested, *ingested.rglob("*")]:
@@ -125,8 +125,19 @@ def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list
     assert fingerprint(ingested) == before
 
 
-def test_namespaces_reads_a_read_only_data_dir(ingested: Path, read_only: list[Path]) -> None:
-    """Issue 37: `namespaces` only reads, yet refused a data directory it could not write."""
+def test_read_only_commands_read_a_read_only_data_dir(ingested: Path, read_only: list[Path]) -> None:
+    """Issue 37: `namespaces` and `history` only read, yet refused a data directory they could not write."""
+    from recollect.graphs.registry import AllMethodsContext
+    from recollect.llm.scripted import scripted
+    from recollect.runner import ask, close_checkpointer, open_checkpointer
+    from tests.service.scripted_endpoint import scripted_callable
+
+    saver = open_checkpointer(str(ingested))
+    try:
+        ask("demo", "What is the name of Maya's dog?", "rag", AllMethodsContext(
+            data_dir=str(ingested), chat_model=scripted(default=scripted_callable)), checkpointer=saver, thread_id="t1")
+    finally:
+        close_checkpointer(saver)
     for p in [ingested, *ingested.rglob("*")]:
         p.chmod(p.stat().st_mode & ~0o222)
     read_only.append(ingested)
@@ -134,7 +145,22 @@ def test_namespaces_reads_a_read_only_data_dir(ingested: Path, read_only: list[P
     done = cli_unprivileged(ingested, "namespaces")
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.startswith("demo: conversation=sample-maya-theo sessions=4") and "built=memr3" in done.stdout
+    done = cli_unprivileged(ingested, "history", "t1")
+    assert done.returncode == 0 and "question: What is the name of Maya's dog?" in done.stdout, done.stderr
+    assert "answer='Biscuit'" in done.stdout
+    done = cli_unprivileged(ingested, "history", "t2")
+    assert done.returncode == 2 and one_error_line(done.stderr) and "no thread 't2'" in done.stderr, done.stderr
     assert fingerprint(ingested) == before
+
+
+def test_history_of_an_unknown_thread_leaves_no_file(capsys: pytest.CaptureFixture[str], ingested: Path) -> None:
+    def stored() -> dict[str, str]:  # SQLite's shared-memory index changes on a read; nothing else may
+        return {name: digest for name, digest in fingerprint(ingested).items() if not name.endswith("-shm")}
+
+    before = stored()
+    code, out, err = run(capsys, "--data-dir", str(ingested), "history", "nope")
+    assert code == 2 and out == "" and one_error_line(err) and "no thread 'nope'" in err, err
+    assert stored() == before  # no checkpoints.sqlite made to say so
 
 
 def test_fresh_read_only_data_dir_and_one_under_it(tmp_path: Path, read_only: list[Path]) -> None:
