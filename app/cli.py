@@ -31,22 +31,22 @@ DEMO_QUESTIONS = [
 ]
 
 
-def _print_step(record: dict[str, Any]) -> None:
+def _print_step(record: dict[str, Any], to_stderr: bool = False) -> None:
     from recollect.trace import format_step
 
-    print("  " + format_step(record), flush=True)
+    print("  " + format_step(record), flush=True, file=sys.stderr if to_stderr else sys.stdout)
 
 
-def _step_printer(gold: list[str]) -> Any:
-    """`_print_step`, plus a line when a step shows the model one of the gold evidence turns."""
-    if not gold:
-        return _print_step
+def _step_printer(gold: list[str], to_stderr: bool = False) -> Any:
+    """`_print_step`, plus a line when a step shows the model one of the gold evidence turns; on standard
+    error with `--json`, so that standard output stays one JSON document."""
 
     def show(record: dict[str, Any]) -> None:
-        _print_step(record)
+        _print_step(record, to_stderr)
         hit = [t for t in gold if t in set(record.get("shown_turn_ids") or ())]
         if hit:
-            print(f"    gold evidence shown here: {', '.join(hit)}", flush=True)
+            print(f"    gold evidence shown here: {', '.join(hit)}", flush=True,
+                  file=sys.stderr if to_stderr else sys.stdout)
 
     return show
 
@@ -75,19 +75,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from recollect.ingestion import ingest_conversation
     from recollect.memory.workspace import open_workspace, validate_namespace
 
-    ctx = _context(args)
-    validate_namespace(args.namespace)  # a bad namespace, data directory or embedder fails before any output
-    ws = open_workspace(ctx.data_dir)
-    path = Path(args.file)
-    if args.file == "sample" and not path.exists():
-        path = sample_dialogue_path()  # what `recollect demo` ingests, wherever recollect is installed
-    conversation = load_conversation(path, args.conversation)
-    methods = available_builders() if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = available_builders() if args.methods is None else \
+        list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
     if not methods:
         raise CLIError(f"--methods {args.methods!r} names no method (known: {', '.join(BUILDERS)})")
     unknown = [m for m in methods if m not in BUILDERS]
     if unknown:
         raise CLIError(f"unknown method(s) for ingest: {', '.join(unknown)} (known: {', '.join(BUILDERS)})")
+    ctx = _context(args, methods)  # a builder is named as its method: --set takes the settings of those built
+    validate_namespace(args.namespace)  # a bad namespace, data directory or embedder fails before any output
+    path = Path(args.file)
+    if args.file == "sample" and not path.exists():
+        path = sample_dialogue_path()  # what `recollect demo` ingests, wherever recollect is installed
+    # The file before the data directory: a bad dialogue leaves a fresh data directory uncreated.
+    conversation = load_conversation(path, args.conversation)
+    ws = open_workspace(ctx.data_dir)
     _ = ws.embeddings  # loads the embedder now: a missing `embeddings` extra is reported before the banner
     print(f"ingesting {conversation.id} ({len(conversation.sessions)} sessions, {len(conversation.turns)} turns) "
           f"into namespace {args.namespace!r}: {', '.join(methods)}")
@@ -103,20 +105,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from recollect.llm.structured import EndpointError
     from recollect.runner import ask, open_checkpointer, require_answerable
 
-    ctx = _context(args)
+    ctx = _context(args, [args.method])
     question = " ".join(args.question).strip()
     if not question:
         raise CLIError("the question is empty")
+    if args.thread is not None and not args.thread.strip():
+        raise CLIError("--thread: give a thread id (leave the option out for a new thread)")
     require_answerable(args.namespace, args.method, ctx)  # before the checkpoint store is opened (created)
     gold = _gold_ids(args.gold_evidence)
     if args.trace:
-        print(f"[{args.method}] {question}", flush=True)
+        print(f"[{args.method}] {question}", flush=True, file=sys.stderr if args.json else sys.stdout)
     thread = args.thread or uuid.uuid4().hex[:12]
     try:
         result = ask(
             args.namespace, question, args.method, ctx,
             checkpointer=open_checkpointer(ctx.data_dir), thread_id=thread,
-            on_step=_step_printer(gold) if args.trace else None,
+            on_step=_step_printer(gold, to_stderr=args.json) if args.trace else None,
         )
     except EndpointError as exc:
         raise EndpointError(f"{exc}\n(the run is checkpointed: add --thread {thread} to resume it)") from exc
@@ -194,7 +198,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from recollect.llm.local_runtime import setup
     from recollect.runner import ask
 
-    ctx = _context(args)
+    ctx = _context(args, DEMO_METHODS)
     if not os.environ.get("RECOLLECT_LLM_BASE_URL"):
         setup()
     sample = sample_dialogue_path()
@@ -230,13 +234,11 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
-    from recollect.memory.workspace import open_workspace
+    from recollect.memory.read_only import read_namespaces
 
-    ws = open_workspace(_context(args).data_dir)
-    for name in ws.docs.namespaces():
-        info = ws.namespace_info(name)
-        assert info is not None
-        print(f"{name}: conversation={info.conversation_id} sessions={len(info.sessions)} "
+    # read-only: it works on a data directory this user may not write, and creates nothing in a fresh one
+    for info in read_namespaces(_context(args).data_dir):
+        print(f"{info.name}: conversation={info.conversation_id} sessions={len(info.sessions)} "
               f"embedder={info.embedder} built={','.join(info.built)}")
     return 0
 
@@ -344,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     from recollect.runner import ThreadError
 
     args = build_parser().parse_args(argv)
+    if args.data_dir is not None and not args.data_dir.strip():  # else the default directory, silently
+        print("error: --data-dir is empty: name a directory (or leave the option out for the default)",
+              file=sys.stderr)
+        return 2
     if args.data_dir:
         os.environ["RECOLLECT_DATA_DIR"] = args.data_dir
     try:

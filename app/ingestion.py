@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from recollect.dialogue.json_input import check_json_value
 from recollect.dialogue.models import Conversation
 from recollect.graphs.registry import (
     AllMethodsContext,
@@ -38,6 +39,9 @@ def ingest_conversation(
 ) -> list[BuildReport]:
     ctx = ctx or AllMethodsContext()
     validate_namespace(namespace)
+    # Loaders refuse such text already; a Conversation built in Python is checked here, before anything
+    # (a vector collection, the registry entry) is written, so a failed ingest leaves nothing behind.
+    check_json_value(conversation.to_dict(), f"conversation {conversation.id!a}")
     ws = ws or open_workspace(ctx.data_dir)
     info = ws.namespace_info(namespace)
     if info is not None and info.conversation_id != conversation.id:

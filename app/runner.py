@@ -31,6 +31,7 @@ from recollect.memory.workspace import (
     validate_namespace,
 )
 from recollect.settings import Context, get_settings
+from recollect.state import NamespaceBindingError, bind_namespace
 
 
 class ThreadError(ValueError):
@@ -105,7 +106,12 @@ async def server_checkpointer() -> AsyncIterator[Any]:
         # read transaction and every CLI write to the data directory fails with "database is locked".
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
             await cursor.fetchall()
-        yield AsyncSqliteSaver(conn)
+        saver = AsyncSqliteSaver(conn)
+        # The tables now: LangGraph's saver creates them on its first read or write, but deleting a thread
+        # is neither, and a fresh data directory's first stateless run (whose temporary thread is deleted
+        # after it) logged "no such table: checkpoints".
+        await saver.setup()
+        yield saver
     finally:
         await conn.close()
 
@@ -220,11 +226,10 @@ def ask(
             raise ThreadError(f"thread {thread_id!r} belongs to method {known!r}, not {method!r}")
         snap = g.get_state(config)
         if snap.values:
-            if snap.values.get("namespace") != namespace:
-                raise ThreadError(
-                    f"thread {thread_id!r} reads namespace {snap.values.get('namespace')!r}, not "
-                    f"{namespace!r}; use a new --thread for another namespace"
-                )
+            try:  # the rule the graph's `namespace` channel enforces, checked before the run starts
+                bind_namespace(snap.values.get("namespace"), namespace, thread=f"thread {thread_id!r}")
+            except NamespaceBindingError as exc:
+                raise ThreadError(f"{exc} (pass another --thread)") from None
             if _asked_question(snap.values) == question:
                 if not snap.next:
                     return dict(snap.values, thread_id=thread_id, resumed=False)
@@ -250,10 +255,16 @@ def ask(
 
 def history(thread_id: str, ctx: Context | None = None) -> list[dict[str, Any]]:
     """The checkpoints of a thread, oldest first."""
+    from recollect.memory.read_only import read_only_checkpointer, read_registry
+
     ctx = ctx or Context()
-    saver = open_checkpointer(ctx.data_dir)
+    # read-only: it works on a data directory this user may not write, and a thread that is not there
+    # leaves no new file behind
+    method = read_registry(ctx.data_dir, "thread").get(thread_id)
+    saver = read_only_checkpointer(ctx.data_dir)
+    if saver is None:
+        raise ThreadError(f"no thread {thread_id!r} in {ctx.data_dir}")
     try:
-        method = _thread_method(ctx.data_dir, thread_id)
         if method is None:  # a thread run by `recollect serve`: the server records its graph in the metadata
             latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
             method = (latest.metadata or {}).get("graph_id") if latest else None

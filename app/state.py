@@ -9,9 +9,11 @@ own optional keys, carrying its method prefix, in `graphs/<method>/state.py`.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels.last_value import LastValue
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
@@ -25,6 +27,87 @@ def union_ids(left: list[str] | None, right: list[str] | None) -> list[str]:
             seen.add(item)
             out.append(item)
     return out
+
+
+class NamespaceBindingError(ValueError):
+    """A run names a namespace other than the one its thread reads (or one that is not text)."""
+
+
+def bind_namespace(bound: str | None, named: Any, thread: str = "this thread") -> str | None:
+    """The namespace a thread reads after a run names `named`: a thread keeps the first one it read.
+
+    Empty names none (a chat-only input) and keeps the bound one. The one rule every way in shares: the
+    graph's `namespace` channel and `start_question` (so a Python caller's run, an `update_state` and a
+    `Command` cannot switch a thread), the CLI before it asks, and the server before it queues a run (409).
+    """
+    if named is None or named == "":
+        return bound
+    if not isinstance(named, str):
+        raise NamespaceBindingError(f"the namespace must be a string, got {type(named).__name__}")
+    if bound and named != bound:
+        raise NamespaceBindingError(f"{thread} reads namespace {bound[:200]!r} and cannot switch to "
+                                    f"{named[:200]!r}: start a new thread for another namespace")
+    return named
+
+
+class RefusedSwitch(str):
+    """The thread's namespace, as the nodes of one step see it after a write asked for another (`asked`)."""
+
+    asked: Any
+
+    def __new__(cls, bound: str, asked: Any) -> RefusedSwitch:
+        out = super().__new__(cls, bound)
+        out.asked = asked
+        return out
+
+
+class BoundNamespace(LastValue):
+    """The `namespace` channel: once a thread has a namespace, no write replaces it.
+
+    A write naming another (a run's input, `update_state`, a `Command`'s update, LangGraph's overwrite form
+    `{"__overwrite__": ...}`, which a reducer's channel would apply without its reducer) keeps the thread's
+    namespace, and for that one step the value is a `RefusedSwitch` saying what was asked: the next
+    `start_question` fails the run with `bind_namespace`'s error. The channel itself never raises: a run's
+    input is stored as pending writes before it is applied, so an error here would fail every later run on
+    the thread too. Only the namespace is checkpointed, never the refused request.
+    """
+
+    def __eq__(self, value: object) -> bool:
+        return isinstance(value, BoundNamespace)
+
+    def __hash__(self) -> int:
+        return hash(BoundNamespace)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        bound = self.value if isinstance(self.value, str) and self.value else None
+        named = [v for v in values if v is not None and v != ""]
+        if not named:  # a new step, or writes that name none: the refusal of the step before is over
+            if isinstance(self.value, RefusedSwitch):
+                self.value = str(self.value)
+            return False
+        for asked in named:
+            try:
+                bound = bind_namespace(bound, asked)
+            except NamespaceBindingError:
+                bound = self.value = RefusedSwitch(str(bound or ""), asked)
+                return True
+        self.value = bound
+        return True
+
+    def checkpoint(self) -> Any:
+        return str(self.value) if isinstance(self.value, RefusedSwitch) else self.value
+
+
+def thread_namespace(value: Any) -> str:
+    """The namespace a run reads from its state's `namespace` ("" = none yet); a write of this run that asked
+    for another (`RefusedSwitch`) fails the run here, in `start_question`, with `bind_namespace`'s error."""
+    if isinstance(value, RefusedSwitch):
+        bind_namespace(str(value) or None, value.asked)
+    return str(value or "")
+
+
+# A thread's namespace: its first non-empty one stays (see `BoundNamespace`).
+Namespace = Annotated[str, BoundNamespace]
 
 
 def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -42,7 +125,7 @@ class InputState(TypedDict, total=False):
     that already has one, or when the `namespace` setting names it.
     """
 
-    namespace: str
+    namespace: Namespace
     question: str
     messages: Annotated[list[AnyMessage], add_messages]
 
@@ -67,7 +150,7 @@ class MemoryState(TypedDict):
     """The keys every graph shares: input, the evidence–gap tracker, the answer, trace and usage."""
 
     # input
-    namespace: str
+    namespace: Namespace
     question: str
     # the thread's conversation: every question and answer, kept across questions
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]

@@ -27,7 +27,7 @@ from recollect.memory.run_store import run_workspace
 from recollect.memory.workspace import NamespaceError, Workspace, validate_namespace
 from recollect.prompts import render_prompt
 from recollect.settings import Context
-from recollect.state import MemoryState
+from recollect.state import MemoryState, thread_namespace
 from recollect.trace import emit
 
 NO_INFO = "No information available"
@@ -261,7 +261,7 @@ def start_question(state: MemoryState, runtime: Runtime[Context], schema: type =
         # A message dict, not a HumanMessage: the `messages` stream sends every message object a node
         # returns, and a chat client is sent only the answer (add_messages makes it a HumanMessage).
         update["messages"] = [{"type": "human", "content": question, "id": message_id}]
-    namespace = state.get("namespace") or runtime.context.namespace
+    namespace = thread_namespace(state.get("namespace")) or runtime.context.namespace  # refuses a switch
     if not namespace:
         raise NamespaceError("no namespace: pass `namespace` in the input or set the `namespace` setting")
     validate_namespace(namespace)

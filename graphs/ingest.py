@@ -21,6 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from recollect.dialogue.json_input import check_json_value, parse_json_text
 from recollect.dialogue.loaders import (
     _check_unique_ids,
     _simple_conversations,
@@ -69,6 +70,16 @@ def _size(content: Any) -> int:
     return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def _check_text(content: str) -> None:
+    """JSON text the size check can encode: no lone surrogate in the text itself (a JSON escape of one is
+    caught when it is parsed)."""
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DialogueError(f"{LABEL}: the text holds a lone UTF-16 surrogate at character {exc.start}, "
+                            "which is not text and cannot be stored") from None
+
+
 def conversation_from_content(content: Any, conversation_id: str | None = None,
                               max_bytes: int | None = None) -> Conversation:
     """One conversation from dialogue content: a LoCoMo or simple-format JSON object or list, or its text.
@@ -81,6 +92,14 @@ def conversation_from_content(content: Any, conversation_id: str | None = None,
                             "as `dialogue`; the server reads no file path")
     if not isinstance(content, dict | list | str):
         raise DialogueError(f"{LABEL}: expected a JSON object, a list or JSON text, got {type(content).__name__}")
+    try:
+        # Nesting and unstorable text first: measuring the size encodes (and recurses into) the content.
+        if isinstance(content, str):
+            _check_text(content)
+        else:
+            check_json_value(content, LABEL)
+    except DialogueError as exc:
+        raise DialogueError(_safe(str(exc), [])) from None
     size = _size(content)
     if size > max_bytes:
         raise DialogueError(f"{LABEL}: {size:,} bytes is over the server's limit of {max_bytes:,} "
@@ -88,9 +107,11 @@ def conversation_from_content(content: Any, conversation_id: str | None = None,
     data = content
     if isinstance(content, str):
         try:
-            data = json.loads(content)
+            data = parse_json_text(content, LABEL)
         except json.JSONDecodeError as exc:
             raise DialogueError(f"{LABEL}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except DialogueError as exc:
+            raise DialogueError(_safe(str(exc), [])) from None
     label = Path(LABEL)
     samples: list[Any] = ([data] if isinstance(data, dict) else data) if is_locomo(data) else []
     try:

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from recollect.dialogue.json_input import parse_json_text
 from recollect.dialogue.models import Conversation, DialogueError, Session, Turn
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,11 @@ def parse_session_datetime(text: str, allow_iso: bool = False) -> datetime | Non
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file; a missing file or bad JSON becomes a `DialogueError` naming the position."""
+    """Read a JSON file; a missing file, bad JSON, nesting too deep or text that cannot be stored becomes a
+    `DialogueError` naming the position."""
     p = Path(path)
+    if p.is_dir():
+        raise DialogueError(f"{p}: is a directory, not a dialogue file")
     if not p.is_file():
         raise DialogueError(f"{p}: dialogue file not found")
     try:
@@ -87,9 +91,11 @@ def read_json(path: str | Path) -> Any:
         raise DialogueError(f"{p}: cannot read file: {exc}") from exc
     _check_known_checksum(p, raw)
     try:
-        return json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DialogueError(f"{p}: not UTF-8 text (byte {exc.start})") from exc
+    try:
+        return parse_json_text(text, str(p))  # bounded nesting, storable text (recollect.dialogue.json_input)
     except json.JSONDecodeError as exc:
         raise DialogueError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
 

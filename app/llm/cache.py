@@ -76,6 +76,7 @@ def cached_structured_call(
     max_tokens: int | None,
     report: Any,
     legacy: Callable[[dict[str, Any]], Any] | None = None,
+    check: Callable[[T], str | None] | None = None,
 ) -> CachedCall[T]:
     """The project's one cached structured call, used by every memory builder.
 
@@ -83,7 +84,9 @@ def cached_structured_call(
     (`call_structured`: one retry with the validation error) and counts its usage. Only a valid reply
     is cached: a reply that failed (a weak model, a flaky endpoint) is asked again on the next ingest,
     so a fallback memory never outlives a working model. `legacy` turns a cache entry written in a
-    method's older format into a reply dict (or None).
+    method's older format into a reply dict (or None). `check` (see `call_structured`) says what a reply
+    that fits the schema still lacks, e.g. that it names nothing: such a reply is failed, never cached, and
+    an entry cached before the check existed is asked again.
     """
     hit = cache.get(key)
     if hit is not None:
@@ -92,10 +95,14 @@ def cached_structured_call(
             value = hit["value"]
         elif legacy is not None:
             value = legacy(hit)
-        if value is not None:
+        try:
+            reply = schema.model_validate(value) if value is not None else None
+        except ValueError:  # an entry this schema no longer accepts is a miss, like one never written
+            reply = None
+        if reply is not None and (check is None or not check(reply)):
             report.cached_calls += 1
-            return CachedCall(schema.model_validate(value), cached=True)
-    res = call_structured(model, messages, schema, node=node, method=method, max_tokens=max_tokens)
+            return CachedCall(reply, cached=True)
+    res = call_structured(model, messages, schema, node=node, method=method, max_tokens=max_tokens, check=check)
     report.add_usage(res.usage)
     if res.value is not None:
         cache.put(key, {"ok": True, "value": res.value.model_dump()})

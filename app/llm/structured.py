@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -311,8 +312,13 @@ def call_structured(
     node: str,
     method: str = "auto",
     max_tokens: int | None = 512,
+    check: Callable[[T], str | None] | None = None,
 ) -> StructuredResult[T]:
-    """Ask for a `schema` object; at most two calls (the second shows the validation error)."""
+    """Ask for a `schema` object; at most two calls (the second shows the validation error).
+
+    `check` judges a reply that fits the schema against what was asked (a builder's batch of turns): a
+    reason it returns fails the reply like a validation error, so an empty reply gets its retry and then
+    counts as failed."""
     bound = _bind(model, schema, resolve_method(model, method), max_tokens)
     convo = list(messages)
     result: StructuredResult[T] = StructuredResult(value=None)
@@ -327,7 +333,11 @@ def call_structured(
             if msg.response_metadata.get("reply_error"):
                 raise ValueError(msg.response_metadata["reply_error"])
             data = args if args is not None else extract_json(text)
-            result.value = schema.model_validate(data)
+            value = schema.model_validate(data)
+            problem = check(value) if check is not None else None
+            if problem:
+                raise ValueError(problem)
+            result.value = value
             result.error = None
             return result
         except (ValidationError, ValueError, TypeError, RecursionError) as exc:

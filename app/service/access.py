@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from recollect.settings import PYTHON_ONLY, SERVER_ONLY, Settings
+from recollect.state import NamespaceBindingError, bind_namespace
 
 # An API key shorter than this is too easy to guess for a server others can reach.
 MIN_KEY_CHARS = 16
@@ -83,6 +84,17 @@ def load_auth_file(path: str | Path) -> dict[str, Account]:
             raise AuthFileError(f"{where} (user {user!r}): unknown field(s) {', '.join(unknown)}")
         accounts[key_digest(key)] = Account(user=user, namespaces=frozenset(names))
     return accounts
+
+
+def account_for_key(known: Mapping[str, Account], key: str) -> Account:
+    """The account an API key (the `x-api-key` header) names; 401 when it is missing or unknown."""
+    key = key.strip()
+    if not key:
+        raise AccessError(401, "missing API key: send it in the x-api-key header (the SDK's api_key=)")
+    account = known.get(key_digest(key))
+    if account is None:
+        raise AccessError(401, "unknown API key")
+    return account
 
 
 def is_server_only(key: Any) -> bool:
@@ -161,11 +173,13 @@ def thread_namespace(values: Any) -> str | None:
 
 
 def check_binding(thread_id: Any, bound: str | None, named: Iterable[str]) -> None:
-    """A thread keeps its first namespace: a run naming another is refused (409)."""
-    other = sorted(n for n in named if bound is not None and n != bound)
-    if other:
-        raise AccessError(409, f"thread {thread_id} reads namespace {bound!r}; a run on it cannot name "
-                               f"{other[0]!r}: start a new thread for another namespace")
+    """A thread keeps its first namespace (`recollect.state.bind_namespace`, the rule the graph's `namespace`
+    channel enforces): a run naming another is refused with 409 before it is queued."""
+    for name in sorted(named):
+        try:
+            bind_namespace(bound, name, thread=f"thread {thread_id}")
+        except NamespaceBindingError as exc:
+            raise AccessError(409, str(exc)) from None
 
 
 def check_allowed(account: Account, names: Iterable[str | None]) -> None:

@@ -22,12 +22,12 @@ from langgraph_sdk import Auth
 from recollect.service.access import (
     AccessError,
     Account,
+    account_for_key,
     check_allowed,
     check_binding,
     check_run_payload,
     check_settings_payload,
     check_store_namespace,
-    key_digest,
     load_auth_file,
     owned,
     reject_server_only,
@@ -64,13 +64,10 @@ async def authenticate(headers: dict[bytes, bytes]) -> Auth.types.MinimalUserDic
     known = accounts()
     if known is None:
         return {"identity": LOCAL_USER}
-    key = (headers.get(b"x-api-key") or b"").decode("utf-8", errors="replace").strip()
-    if not key:
-        raise Auth.exceptions.HTTPException(status_code=401, detail="missing API key: send it in the x-api-key "
-                                                                    "header (the SDK's api_key=)")
-    account = known.get(key_digest(key))
-    if account is None:
-        raise Auth.exceptions.HTTPException(status_code=401, detail="unknown API key")
+    try:
+        account = account_for_key(known, (headers.get(b"x-api-key") or b"").decode("utf-8", errors="replace"))
+    except AccessError as exc:
+        raise _refuse(exc) from None
     return {"identity": account.user, "namespaces": sorted(account.namespaces)}  # type: ignore[typeddict-unknown-key]
 
 

@@ -6,7 +6,8 @@ code. The registry (`langgraph.json`, packaged into the wheel) names every graph
 loads the installed graphs wherever that directory is. The server's working directory (`langgraph
 dev` keeps its run queue there) lives under the data directory, never in the checkout or site-packages.
 The generated config always installs recollect's auth handlers (recollect.service.auth), whatever the
-registry says: they keep server configuration out of clients' hands even when per-user auth is off.
+registry says: they keep server configuration out of clients' hands even when per-user auth is off; and
+recollect's HTTP layer (recollect.service.http), which with auth on asks every route but `/ok` for a key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from recollect.packaged import graph_registry_path
 
 AUTH_PATH = "recollect.service.auth:auth"
+HTTP_APP = "recollect.service.http:app"
 
 
 def registry() -> dict[str, Any]:
@@ -41,6 +43,7 @@ def write_server_config(server_dir: Path, *, auth_on: bool = False) -> Path:
         raise ValueError(f"langgraph.json must name graphs by module path (recollect.graphs.x:graph), not {bad}")
     config["dependencies"] = ["."]
     config["auth"] = {"path": AUTH_PATH, "disable_studio_auth": auth_on}
+    config["http"] = {**config.get("http", {}), "app": HTTP_APP}
     server_dir.mkdir(parents=True, exist_ok=True)
     path = server_dir / "langgraph.json"
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -68,11 +68,15 @@ def _serve_port(asked: int, host: str = DEFAULT_HOST) -> int:
 
     from recollect.llm.local_runtime import free_port
 
+    if not 0 <= asked <= 65535:
+        raise CLIError(f"--port {asked}: a port is 0-65535 (0 = any free port)")
     if asked == 0:
         return free_port()
-    with socket.socket() as sock:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         try:
             sock.bind((host.strip("[]"), asked))
+        except socket.gaierror as exc:
+            raise CLIError(f"--host {host}: not an address of this machine ({exc.strerror})") from None
         except OSError as exc:
             raise CLIError(f"port {asked} is already in use ({exc.strerror}); pass --port N, or --port 0 "
                            "for any free port") from None
@@ -107,7 +111,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("langgraph_cli") is None or importlib.util.find_spec("langgraph_api") is None:
         raise CLIError("`recollect serve` needs the LangGraph server: pip install 'recollect[serve]'")
-    host = getattr(args, "host", None) or DEFAULT_HOST
+    host = getattr(args, "host", None)
+    if host is None:
+        host = DEFAULT_HOST
+    if not host.strip():  # else it would serve on the default address without a word
+        raise CLIError("--host is empty: name an address (default 127.0.0.1)")
     auth_file = _auth_file(args, host)
     port = _serve_port(args.port, host)
     env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true",

@@ -9,7 +9,7 @@ is computed against V as it stood before the session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -134,7 +134,8 @@ class VocabularyBuilder:
 
     # -- LLM calls (cached)
     def _call(self, call: str, prompt_name: str, payload: Any, prompt: str, schema: type[BaseModel],
-              max_tokens: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+              max_tokens: int, check: Callable[[Any], str | None] | None = None,
+              ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """One cached structured call: (the reply as a dict or None, the note for the session record).
 
         The key holds the prompt template's name and hash (so the two formats never share a reply)
@@ -145,7 +146,7 @@ class VocabularyBuilder:
                         payload)
         res = cached_structured_call(self.cache, key, self.model, [HumanMessage(content=prompt)], schema,
                                      node=f"mg_{call}", method=self.ctx.structured_method,
-                                     max_tokens=max_tokens, report=self.report)
+                                     max_tokens=max_tokens, report=self.report, check=check)
         value = res.value.model_dump() if res.value is not None else None
         if res.result is None:  # answered from the cache: no call, no usage
             return value, {"cached": True}
@@ -162,6 +163,17 @@ class VocabularyBuilder:
 
         return pack_batches(session.turns, budget, cost)
 
+    def _batch_keywords(self, value: dict[str, Any], batch: Sequence[Turn]) -> dict[str, list[str]]:
+        """K_i of the batch's turns that an extraction reply names with a usable keyword; unknown ids dropped."""
+        found: dict[str, list[str]] = {}
+        for item in value.get("turns", []):
+            tid = resolve_turn(item.get("id"), batch, numbers_first=self.compact)
+            if tid is not None and tid not in found:
+                kws = clean_keywords(item.get("keywords") or [], self.ctx.mg_keywords_per_memory)
+                if kws:
+                    found[tid] = kws
+        return found
+
     def extract(self, session: Session) -> tuple[dict[str, list[str]], list[str], list[dict[str, Any]]]:
         """K_i for every turn of the session; returns (keywords, fallback turn ids, notes)."""
         k = self.ctx.mg_keywords_per_memory
@@ -177,16 +189,20 @@ class VocabularyBuilder:
             if self.compact:
                 payload["format"] = "compact"
                 schema = compact_extraction_model(len(batch), k)
+            # A reply that fits the schema but gives no turn of the batch a usable keyword (`[]`, blank
+            # keywords, ids of no turn) is a failed reply: retried, never cached, and the session's record
+            # notes the fallback, so the next ingest asks again instead of keeping fallback keywords.
+            def usable(reply: BaseModel, batch: list[Turn] = batch) -> str | None:
+                if self._batch_keywords(reply.model_dump(), batch):
+                    return None
+                return f"the reply gives no usable keyword for any turn: write 1 to {k} keywords for every turn"
+
             value, note = self._call("extract_keywords", name, payload, prompt, schema,
-                                     max_tokens=60 + 8 * k * len(batch))
+                                     max_tokens=60 + 8 * k * len(batch), check=usable)
             if note.get("fallback"):
                 notes.append({"call": "extract_keywords", **note})
-            for item in (value or {}).get("turns", []):
-                tid = resolve_turn(item.get("id"), batch, numbers_first=self.compact)
-                if tid is not None and tid not in found:  # unknown ids are dropped
-                    kws = clean_keywords(item.get("keywords") or [], k)
-                    if kws:
-                        found[tid] = kws
+            for tid, kws in self._batch_keywords(value or {}, batch).items():
+                found.setdefault(tid, kws)
         out: dict[str, list[str]] = {}
         fallback: list[str] = []
         for turn in session.turns:

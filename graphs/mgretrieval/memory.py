@@ -135,8 +135,12 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: MGRetr
 
 
 def failed_call(record: dict[str, Any]) -> bool:
-    """Whether a session record was built while one of its calls failed (its notes say so)."""
-    return any(note.get("fallback") for note in record.get("notes") or [])
+    """Whether a session record was built while one of its calls failed: its notes say so, or (a record
+    written before an empty reply counted as failed) every one of its turns holds fallback keywords."""
+    if any(note.get("fallback") for note in record.get("notes") or []):
+        return True
+    turns = [tid for tid, _ in record.get("keywords") or []]
+    return bool(turns) and set(turns) <= set(record.get("fallback_turns") or [])
 
 
 def turn_ids_in_memory(ws: Workspace, namespace: str, ctx: Any = None) -> set[str]:

@@ -38,7 +38,7 @@ from recollect.graphs.mragent.persist import (
     save_session,
 )
 from recollect.graphs.mragent.settings import MRAgentContext
-from recollect.graphs.mragent.validation import apply_cues, validate_rewrite
+from recollect.graphs.mragent.validation import apply_cues, empty_cues, empty_rewrite, validate_rewrite
 from recollect.graphs.mragent.windows import render_turn_line, session_date, windows
 from recollect.llm.cache import LLMCache, cache_key, cached_structured_call
 from recollect.llm.models import get_chat_model, model_name
@@ -77,6 +77,9 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
             cache, cache_key(namespace, METHOD, fmt.rewrite, mname, temp, payload_a), model, msgs_a,
             fmt.rewrite_schema, node="mragent_rewrite", method=ctx.structured_method,
             max_tokens=completion_cap(fmt.rewrite_cap, len(window)), report=report,
+            # a reply that fits the schema but names no turn would leave every turn a fallback sentence:
+            # failed, so the session is stamped a fallback and built again by the next ingest
+            check=lambda reply, window=window, numbers=turn_numbers: empty_rewrite(reply, window, numbers),
         )
         reply_a = call_a.value
         if reply_a is None:
@@ -108,6 +111,8 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
                 cache, cache_key(namespace, METHOD, fmt.cues, mname, temp, payload_b), model, msgs_b,
                 fmt.cue_schema, node="mragent_keywords", method=ctx.structured_method,
                 max_tokens=completion_cap(fmt.cue_cap, len(res.events)), report=report,
+                check=lambda reply, events=res.events, numbers=sentence_numbers: empty_cues(
+                    reply, events, ctx.mra_cues_accept_turn_ids, numbers),
             )
             reply_b = call_b.value
             if reply_b is None:

@@ -47,6 +47,25 @@ class WindowResult:
     cues: dict[str, list[str]] = field(default_factory=dict)  # event id → cues written by call A (compact_merged)
 
 
+def sentence_origin(sentence: Any, by_id: dict[str, Turn], shapes: Any, numbers: dict[str, str] | None) -> str:
+    """The turn a call-A sentence comes from: its origin, else a turn named in its id; a number of the compact
+    prompt read as its turn. Not necessarily a turn of the window (the caller checks)."""
+    origin = sentence.origin or (id_turn(sentence.id, shapes) or "")
+    if numbers is not None and origin not in by_id:
+        origin = numbers.get(origin, origin)
+    return str(origin)
+
+
+def empty_rewrite(reply: RewriteReply, window: list[Turn], numbers: dict[str, str] | None = None) -> str | None:
+    """Why a call-A reply that fits the schema is still no reply (no sentence with text comes from a turn of
+    the window: every turn would be a fallback sentence), else None."""
+    by_id = {t.id: t for t in window}
+    shapes = turn_shapes(by_id)
+    if any(s.text and sentence_origin(s, by_id, shapes, numbers) in by_id for s in reply.sentences):
+        return None
+    return "no sentence comes from a turn of this session: write at least one sentence for every turn, naming its turn"
+
+
 def validate_rewrite(
     reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
     numbers: dict[str, str] | None = None,
@@ -74,9 +93,7 @@ def validate_rewrite(
     if reply is not None:
         invented = []
         for s in reply.sentences:
-            origin = s.origin or (id_turn(s.id, shapes) or "")
-            if numbers is not None and origin not in by_id:
-                origin = numbers.get(origin, origin)
+            origin = sentence_origin(s, by_id, shapes, numbers)
             if origin not in by_id:
                 invented.append(origin or s.id or "?")
                 continue
@@ -134,45 +151,7 @@ def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept
     notes: list[str] = []
     got: dict[str, list[str]] = {}
     if reply is not None:
-        by_origin: dict[str, list[str]] = {}
-        for eid, ev in events.items():
-            by_origin.setdefault(ev["origin"], []).append(eid)
-        # A small model often answers with the turn id ("D1:3") instead of its sentence ids
-        # ("D1:3-1"): such a reply is read as covering that turn's sentences, and the verbatim check
-        # below still decides, per sentence, which cues stand.
-        # (`accept_turn_ids=False` is the spec's strict reading: such ids are unknown and dropped.)
-        numbers = numbers or {}
-
-        def targets(item_id: str) -> list[str]:
-            if item_id in events:
-                return [item_id]
-            if item_id in numbers:
-                return [numbers[item_id]]
-            return by_origin.get(item_id, []) if accept_turn_ids else []
-
-        resolved = [(item, targets(item.id)) for item in reply.sentences]
-        unknown = [item.id for item, eids in resolved if not eids]
-        if unknown:
-            notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
-        by_turn = [item.id for item, eids in resolved if eids and item.id not in events and item.id not in numbers]
-        if by_turn:
-            notes.append(f"keywords: {len(by_turn)} reply id(s) named a turn, read as its sentences")
-        discarded = 0
-        for item, eids in resolved:
-            cues = [" ".join(cue.split()) for cue in item.cues]
-            placed: set[str] = set()
-            for eid in eids:
-                low = events[eid]["rewritten"].lower()
-                keep: list[str] = []
-                for c in cues:
-                    if c and c.lower() in low and c.lower() not in (k.lower() for k in keep):
-                        keep.append(c)
-                        placed.add(c.lower())
-                got.setdefault(eid, []).extend(keep[: MAX_CUES - len(got.get(eid, []))])
-            if eids:
-                discarded += sum(1 for c in cues if c.lower() not in placed or not c)
-        if discarded:
-            notes.append(f"keywords: discarded {discarded} cue(s) not found verbatim in their sentence")
+        got, notes = _placed_cues(reply, events, accept_turn_ids, numbers)
     fallback = []
     for eid, ev in events.items():
         cues = got.get(eid) or []
@@ -185,3 +164,61 @@ def apply_cues(reply: CueReply | None, events: dict[str, dict[str, Any]], accept
     if fallback and reply is not None:
         notes.append(f"keywords: fallback tokens for {len(fallback)} sentence(s) without valid cues")
     return notes
+
+
+def empty_cues(reply: CueReply, events: dict[str, dict[str, Any]], accept_turn_ids: bool = True,
+               numbers: dict[str, str] | None = None) -> str | None:
+    """Why a call-B reply that fits the schema is still no reply (not one cue stands in any sentence: every
+    sentence would take fallback tokens), else None."""
+    got, _ = _placed_cues(reply, events, accept_turn_ids, numbers)
+    if any(got.values()):
+        return None
+    return "no cue stands: give every sentence cues copied verbatim from its text, under its sentence number"
+
+
+def _placed_cues(reply: CueReply, events: dict[str, dict[str, Any]], accept_turn_ids: bool,
+                 numbers: dict[str, str] | None) -> tuple[dict[str, list[str]], list[str]]:
+    """The cues of a call-B reply that stand, by event id (verbatim in their sentence, at most 30 each), and
+    the notes on what was dropped. Events are not changed."""
+    notes: list[str] = []
+    got: dict[str, list[str]] = {}
+    by_origin: dict[str, list[str]] = {}
+    for eid, ev in events.items():
+        by_origin.setdefault(ev["origin"], []).append(eid)
+    # A small model often answers with the turn id ("D1:3") instead of its sentence ids
+    # ("D1:3-1"): such a reply is read as covering that turn's sentences, and the verbatim check
+    # below still decides, per sentence, which cues stand.
+    # (`accept_turn_ids=False` is the spec's strict reading: such ids are unknown and dropped.)
+    numbers = numbers or {}
+
+    def targets(item_id: str) -> list[str]:
+        if item_id in events:
+            return [item_id]
+        if item_id in numbers:
+            return [numbers[item_id]]
+        return by_origin.get(item_id, []) if accept_turn_ids else []
+
+    resolved = [(item, targets(item.id)) for item in reply.sentences]
+    unknown = [item.id for item, eids in resolved if not eids]
+    if unknown:
+        notes.append(f"keywords: dropped cues for unknown sentence ids {unknown}")
+    by_turn = [item.id for item, eids in resolved if eids and item.id not in events and item.id not in numbers]
+    if by_turn:
+        notes.append(f"keywords: {len(by_turn)} reply id(s) named a turn, read as its sentences")
+    discarded = 0
+    for item, eids in resolved:
+        cues = [" ".join(cue.split()) for cue in item.cues]
+        placed: set[str] = set()
+        for eid in eids:
+            low = events[eid]["rewritten"].lower()
+            keep: list[str] = []
+            for c in cues:
+                if c and c.lower() in low and c.lower() not in (k.lower() for k in keep):
+                    keep.append(c)
+                    placed.add(c.lower())
+            got.setdefault(eid, []).extend(keep[: MAX_CUES - len(got.get(eid, []))])
+        if eids:
+            discarded += sum(1 for c in cues if c.lower() not in placed or not c)
+    if discarded:
+        notes.append(f"keywords: discarded {discarded} cue(s) not found verbatim in their sentence")
+    return got, notes

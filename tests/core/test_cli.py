@@ -88,3 +88,57 @@ def test_unreachable_endpoint_is_a_clear_error_and_resumable(
 def test_unknown_setting(capsys: pytest.CaptureFixture[str], ingested: str) -> None:
     code, _, err = run(capsys, "--data-dir", ingested, "ask", "q?", "-n", "demo", "--set", "nope=1")
     assert code == 2 and "nope" in err
+
+
+# --- options accepted without a word before (issue 37) --------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["ask", "q?", "-n", "demo", "-m", "rag", "--set", "hymem_light_k=3"],
+     "'hymem_light_k' is not a setting of rag: it belongs to hymem"),
+    (["ask", "q?", "-n", "demo", "-m", "memr3", "--set", "rag_top_k=3"],
+     "'rag_top_k' is not a setting of memr3: it belongs to rag, full_context"),
+    (["ingest", "nope.json", "-n", "demo", "--methods", "memr3", "--set", "hymem_light_k=3"],
+     "'hymem_light_k' is not a setting of memr3: it belongs to hymem"),
+    (["ask", "q?", "-n", "demo", "--set", "memr3_top_k=3", "--set", "memr3_top_k=4"], "'memr3_top_k' is given twice"),
+    (["ask", "q?", "-n", "demo", "--thread", " "], "--thread: give a thread id"),
+    (["--data-dir", "", "namespaces"], "--data-dir is empty"),
+    (["serve", "--port", "-1"], "--port -1: a port is 0-65535"),
+    (["serve", "--port", "70000"], "--port 70000: a port is 0-65535"),
+    (["serve", "--host", ""], "--host is empty"),
+    (["ingest", ".", "-n", "demo", "--methods", "memr3"], ".: is a directory, not a dialogue file"),
+], ids=["other-method", "baseline-setting", "ingest-other-method", "twice", "blank-thread", "blank-data-dir",
+        "negative-port", "port-too-big", "blank-host", "directory"])
+def test_wrong_options_are_refused(capsys: pytest.CaptureFixture[str], ingested: str, argv: list[str],
+                                   message: str) -> None:
+    argv = argv if argv[0] == "--data-dir" else ["--data-dir", ingested, *argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["ask", "q?", "-n", "never", "-m", "rag", "--set", "max_prompt_tokens=2000", "--set", "rag_top_k=2"],
+    ["ask", "q?", "-n", "never", "-m", "hymem", "--set", "profile=paper", "--set", "hymem_light_k=3"],
+    ["ingest", "nope.json", "-n", "x", "--methods", "memr3,hymem", "--set", "hymem_turns_per_summary=2",
+     "--set", "memr3_chunk_tokens=200", "--set", "answer_absolute_dates=false"],
+    ["ingest", "nope.json", "-n", "x", "--set", "mg_keywords_per_memory=4"],  # every builder by default
+])
+def test_settings_of_the_methods_run_are_accepted(capsys: pytest.CaptureFixture[str], ingested: str,
+                                                  argv: list[str]) -> None:
+    code, _, err = run(capsys, "--data-dir", ingested, *argv)
+    # past the settings: the namespace or the file is what fails
+    assert code == 2 and "--set" not in err and ("never been ingested" in err or "nope.json" in err), err
+
+
+def test_json_with_trace_keeps_standard_output_one_document(
+    capsys: pytest.CaptureFixture[str], ingested: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recollect.llm import models
+    from recollect.llm.scripted import scripted
+    from tests.service.scripted_endpoint import scripted_callable
+
+    monkeypatch.setattr(models, "default_chat_model", lambda: scripted(default=scripted_callable))
+    code, out, err = run(capsys, "--data-dir", ingested, "ask", "What is the name of Maya's dog?", "-n", "demo",
+                         "-m", "rag", "--json", "--trace")
+    assert code == 0 and json.loads(out)["answer"] == "Biscuit"
+    assert err.startswith("[rag] What is the name of Maya's dog?") and "retrieve" in err

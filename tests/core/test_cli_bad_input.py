@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -112,7 +113,7 @@ def read_only(request: pytest.FixtureRequest) -> Iterator[list[Path]]:
             q.chmod(q.stat().st_mode | 0o200)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] not in ("namespaces", "history")], ids=lambda c: c[0])
 def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list[str]) -> None:
     before = fingerprint(ingested)
     for p in [ingested, *ingested.rglob("*")]:
@@ -124,14 +125,54 @@ def test_read_only_data_dir(ingested: Path, read_only: list[Path], command: list
     assert fingerprint(ingested) == before
 
 
+def test_read_only_commands_read_a_read_only_data_dir(ingested: Path, read_only: list[Path]) -> None:
+    """Issue 37: `namespaces` and `history` only read, yet refused a data directory they could not write."""
+    from recollect.graphs.registry import AllMethodsContext
+    from recollect.llm.scripted import scripted
+    from recollect.runner import ask, close_checkpointer, open_checkpointer
+    from tests.service.scripted_endpoint import scripted_callable
+
+    saver = open_checkpointer(str(ingested))
+    try:
+        ask("demo", "What is the name of Maya's dog?", "rag", AllMethodsContext(
+            data_dir=str(ingested), chat_model=scripted(default=scripted_callable)), checkpointer=saver, thread_id="t1")
+    finally:
+        close_checkpointer(saver)
+    for p in [ingested, *ingested.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    read_only.append(ingested)
+    before = fingerprint(ingested)
+    done = cli_unprivileged(ingested, "namespaces")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("demo: conversation=sample-maya-theo sessions=4") and "built=memr3" in done.stdout
+    done = cli_unprivileged(ingested, "history", "t1")
+    assert done.returncode == 0 and "question: What is the name of Maya's dog?" in done.stdout, done.stderr
+    assert "answer='Biscuit'" in done.stdout
+    done = cli_unprivileged(ingested, "history", "t2")
+    assert done.returncode == 2 and one_error_line(done.stderr) and "no thread 't2'" in done.stderr, done.stderr
+    assert fingerprint(ingested) == before
+
+
+def test_history_of_an_unknown_thread_leaves_no_file(capsys: pytest.CaptureFixture[str], ingested: Path) -> None:
+    def stored() -> dict[str, str]:  # SQLite's shared-memory index changes on a read; nothing else may
+        return {name: digest for name, digest in fingerprint(ingested).items() if not name.endswith("-shm")}
+
+    before = stored()
+    code, out, err = run(capsys, "--data-dir", str(ingested), "history", "nope")
+    assert code == 2 and out == "" and one_error_line(err) and "no thread 'nope'" in err, err
+    assert stored() == before  # no checkpoints.sqlite made to say so
+
+
 def test_fresh_read_only_data_dir_and_one_under_it(tmp_path: Path, read_only: list[Path]) -> None:
     parent = tmp_path / "locked"
     parent.mkdir()
     parent.chmod(0o555)
     read_only.append(parent)
     for data_dir in (parent, parent / "data"):
-        done = cli_unprivileged(data_dir, "namespaces")
+        done = cli_unprivileged(data_dir, "ingest", "sample", "-n", "demo", "--methods", "memr3")
         assert done.returncode == 2 and one_error_line(done.stderr) and "not writable" in done.stderr, done.stderr
+        listed = cli_unprivileged(data_dir, "namespaces")  # nothing to list, and nothing made to list it
+        assert listed.returncode == 0 and listed.stdout == listed.stderr == "", listed.stderr
     assert list(parent.iterdir()) == []
 
 
@@ -223,3 +264,52 @@ def test_bad_namespace_fails_before_reading_or_printing(
         code, out, err = run(capsys, "--data-dir", str(ingested), *argv)
         assert code == 2 and out == "" and one_error_line(err) and "invalid namespace" in err, (argv, err)
     assert fingerprint(ingested) == before
+
+
+SURROGATE_TEXT = '{"id": "c", "sessions": [{"turns": [{"speaker": "A", "text": "bad \\ud800 text"}]}]}'
+UNREADABLE = [
+    (SURROGATE_TEXT, r"sessions\[0\]\.turns\[0\]\.text: holds a lone UTF-16 surrogate \(U\+D800 at character 4\)"),
+    ('{"id": "c", "sessions": [{"turns": [{"speaker": "\\udc00", "text": "hi"}]}]}',
+     r"sessions\[0\]\.turns\[0\]\.speaker: holds a lone UTF-16 surrogate \(U\+DC00"),
+    ('[{"sample_id": "s", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": '
+     '[{"speaker": "A", "dia_id": "D1:1", "text": "x \\udfff"}]}}]',
+     r"\[0\]\.conversation\.session_1\[0\]\.text: holds a lone"),
+    ('{"id": "c", "sessions": [{"turns": [{"speaker": "A", "text": "hi", "\\ud800": 1}]}]}',
+     r"sessions\[0\]\.turns\[0\]: a key holds a lone"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    ('{"a": ' * 50_000 + "1" + "}" * 50_000, "nested more than 64 levels deep"),
+    ('{"sessions": [{"turns": [{"speaker": "A", "text": ' + "[" * 60_000 + "]" * 60_000 + "}]}]}",
+     "nested more than 64 levels deep"),
+]
+
+
+@pytest.mark.parametrize(("content", "names"), UNREADABLE,
+                         ids=["surrogate-text", "surrogate-speaker", "surrogate-locomo", "surrogate-key",
+                              "deep-list", "deep-object", "deep-turn-text"])
+def test_unstorable_or_too_deep_dialogue_is_one_error_and_leaves_nothing(
+    capsys: pytest.CaptureFixture[str], ingested: Path, tmp_path: Path, content: str, names: str
+) -> None:
+    """A lone surrogate ended in a TypeError from the store after the vector collection was made, and deep
+    nesting in a RecursionError in the loader (issue 37): one error naming file, record and field, exit 2."""
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    before = fingerprint(ingested)
+    fresh = tmp_path / "fresh-data"
+    for data_dir in (ingested, fresh):
+        code, out, err = run(capsys, "--data-dir", str(data_dir), "ingest", str(path), "-n", "bad", "--methods", "memr3")
+        assert code == 2 and out == "" and one_error_line(err), err
+        assert err.startswith(f"error: {path}: ") and re.search(names, err), err
+    assert fingerprint(ingested) == before  # no collection, no registry entry
+    assert not fresh.exists()
+
+
+def test_a_conversation_built_in_python_is_checked_before_anything_is_stored(data_dir: str) -> None:
+    from recollect.dialogue.models import Conversation, DialogueError, Session, Turn
+    from recollect.ingestion import ingest_conversation
+
+    turn = Turn(id="D1:1", speaker="A", text="bad \ud800", session=1, index=1)
+    conversation = Conversation(id="c", speakers=("A",), sessions=(Session(1, "", None, (turn,)),))
+    with pytest.raises(DialogueError, match=r"conversation 'c': sessions\[0\]\.turns\[0\]\.text: holds a lone"):
+        ingest_conversation(conversation, "py", methods=["memr3"], ws=open_workspace(data_dir))
+    ws = open_workspace(data_dir)
+    assert ws.docs.namespaces() == [] and ws.client.list_collections() == []

@@ -5,6 +5,8 @@ ingest makes no call. A long-lived process reading the memory sees the rebuilt o
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,29 @@ def _fails_in_session_2(messages: list[Any], kwargs: dict[str, Any]) -> str:
     return "not json" if SESSION_2 in prompt else good_reply(messages, kwargs)
 
 
+def _empty_reply(messages: list[Any], kwargs: dict[str, Any]) -> str:
+    """Replies that parse and fit the schema but hold nothing: no keyword, no sentence, no summary item
+    (issue 37: MGRetrieval kept the fallback keywords of such a reply, and never asked again)."""
+    prompt = "\n".join(str(m.content) for m in messages)
+    if prompt.startswith("List search keywords"):
+        return "[]"
+    if prompt.startswith("Rewrite this conversation session"):
+        return '{"topics": [], "facts": [], "sentences": []}'
+    if prompt.startswith("Write the key information"):
+        return '{"items": []}'
+    return good_reply(messages, kwargs)
+
+
+def _blank_keywords(messages: list[Any], kwargs: dict[str, Any]) -> str:
+    """Every turn named, every keyword blank or unusable; MRAgent's sentences all name no turn of the window."""
+    prompt = "\n".join(str(m.content) for m in messages)
+    if prompt.startswith("List search keywords"):
+        return json.dumps({n: " , ," for n, _, _ in re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", prompt, re.M)})
+    if prompt.startswith("Rewrite this conversation session"):
+        return '{"topics": [], "facts": [], "sentences": [[999, "Nobody said anything.", "chat", [], ""]]}'
+    return _empty_reply(messages, kwargs)
+
+
 @pytest.fixture
 def clean(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
     builder = request.node.callspec.params["builder"]
@@ -44,10 +69,11 @@ def clean(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"memory": memory_dump(data, "ns"), "requests": question_requests(data, [builder], QUESTIONS)}
 
 
-@pytest.mark.parametrize("junk", ["", "{\"unexpected\": true}", "\x00\ud800 not json"])
+@pytest.mark.parametrize("junk", ["", "{\"unexpected\": true}", "\x00\ud800 not json", _empty_reply, _blank_keywords],
+                         ids=["empty-text", "wrong-object", "junk", "parsed-empty", "parsed-blank"])
 @pytest.mark.parametrize("builder", LLM_BUILDERS)
 def test_a_working_model_rebuilds_every_session_a_junk_model_built(
-    tmp_path: Path, builder: str, junk: str, clean: dict[str, Any]
+    tmp_path: Path, builder: str, junk: Any, clean: dict[str, Any]
 ) -> None:
     data = tmp_path / "data"
     first = _ingest(data, scripted(default=junk), builder)
@@ -86,3 +112,27 @@ def test_only_the_session_that_fell_back_is_built_again(tmp_path: Path, builder:
     assert memory_dump(data, "ns") == clean["memory"]
     assert question_requests(data, [builder], QUESTIONS) == clean["requests"]
     assert _ingest(data, good_model(), builder).llm_calls == 0
+
+
+def test_an_empty_reply_cached_before_the_check_is_asked_again(tmp_path: Path) -> None:
+    """Stores written before an empty reply counted as failed: MGRetrieval's session record lists every turn as a
+    fallback (and no failed call), and the LLM cache holds the empty reply. Both count as failed now."""
+    from pydantic import BaseModel
+
+    from recollect.graphs.mgretrieval.memory import failed_call
+    from recollect.llm.cache import LLMCache, cached_structured_call
+
+    every = {"keywords": [["D1:1", ["a"]], ["D1:2", ["b"]]], "fallback_turns": ["D1:1", "D1:2"], "notes": []}
+    assert failed_call(every) and not failed_call({**every, "fallback_turns": ["D1:2"]})
+
+    class Reply(BaseModel):
+        items: list[str]
+
+    ws = Workspace(tmp_path / "data", embeddings=HashEmbeddings())
+    cache = LLMCache(ws.docs)
+    cache.put("ns:k", {"ok": True, "value": {"items": []}})
+    model = scripted(default='{"items": ["kept"]}')
+    got = cached_structured_call(cache, "ns:k", model, [], Reply, node="t", method="json_mode", max_tokens=10,
+                                 report=BuildReport("t"), check=lambda r: None if r.items else "no item")
+    assert not got.cached and got.value == Reply(items=["kept"]) and len(model.calls) == 1
+    assert cache.get("ns:k") == {"ok": True, "value": {"items": ["kept"]}}

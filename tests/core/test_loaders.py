@@ -318,3 +318,15 @@ def test_locomo_missing_sample_id(tmp_path: Path) -> None:
     path = write(tmp_path, data)
     with pytest.raises(DialogueError, match=r"\[0\]: field 'sample_id'"):
         load_dialogues(path)
+
+
+def test_brackets_and_escapes_inside_text_do_not_count_as_nesting(tmp_path: Path) -> None:
+    from recollect.dialogue.json_input import MAX_DEPTH, json_depth
+
+    text = '[[ {"quote \\" [": "' + "[{" * 500 + '\\\\"}]'
+    assert json_depth(text) == 3
+    deep = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    assert json_depth(deep) == MAX_DEPTH + 1
+    path = write(tmp_path, json.dumps({"sessions": [{"turns": [
+        {"speaker": "A", "text": "[[[{{{" * 200 + ' \\" ' + "\U0001F600 Zoë"}]}]}))
+    assert load_dialogues(path)[0].turns[0].text.endswith("\U0001F600 Zoë")

@@ -41,7 +41,7 @@ def test_demo_ingests_memr3_and_hymem_and_answers_with_both(monkeypatch: pytest.
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     model = ScriptedChatModel(default=reader)
     monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # skips the local setup
-    monkeypatch.setattr(cli, "_context", lambda args: AllMethodsContext(data_dir=data_dir, chat_model=model))
+    monkeypatch.setattr(cli, "_context", lambda args, methods=None: AllMethodsContext(data_dir=data_dir, chat_model=model))
     assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "hymem: " in out and "sessions summarised" in out

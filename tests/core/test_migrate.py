@@ -152,3 +152,26 @@ def test_the_server_store_upgrades_before_any_graph_runs(tmp_path: Path, monkeyp
     finally:
         get_settings.cache_clear()
     assert [(i.key, i.value["text"]) for i in items] == [("D1:1", "hi")]
+
+
+def test_namespaces_are_listed_before_and_after_the_copy_without_writing(data_dir: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`recollect namespaces` reads the registry read-only (issue 37): from recollect.db while it is not copied
+    in, from the store after; a namespace forgotten after the copy stays forgotten."""
+    from recollect.memory.read_only import read_namespaces
+    from recollect.settings import get_settings
+
+    _old_data_dir(data_dir)
+    files = sorted(p.name for p in Path(data_dir).iterdir())
+    assert [i.name for i in read_namespaces(data_dir)] == ["a.b", "alice"]  # the store backend, not copied yet
+    assert sorted(p.name for p in Path(data_dir).iterdir()) == files  # nothing written, no store.sqlite made
+    monkeypatch.setenv("RECOLLECT_DOC_STORE", "recollect_db")
+    get_settings.cache_clear()
+    try:
+        assert [i.name for i in read_namespaces(data_dir)] == ["a.b", "alice"]
+    finally:
+        monkeypatch.delenv("RECOLLECT_DOC_STORE")
+        get_settings.cache_clear()
+    migrate_data_dir(data_dir)
+    forget("a.b", AllMethodsContext(data_dir=data_dir), ws=register_workspace(Workspace(data_dir)))
+    assert [i.name for i in read_namespaces(data_dir)] == ["alice"]

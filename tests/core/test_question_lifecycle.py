@@ -119,3 +119,61 @@ def test_every_registered_graph_is_wired() -> None:
         assert {"start_question", "finish_question"} <= set(graph.nodes), method
         assert {e.target for e in graph.edges if e.source == "__start__"} == {"start_question"}, method
         assert {e.source for e in graph.edges if e.target == "__end__"} == {"finish_question"}, method
+
+
+@pytest.mark.parametrize("method", list(GRAPHS))
+def test_every_graph_binds_a_thread_to_its_namespace(method: str) -> None:
+    from recollect.state import BoundNamespace
+
+    assert isinstance(load_graph(method).builder.compile().channels["namespace"], BoundNamespace)
+
+
+@pytest.mark.parametrize("method", ["rag", "memr3"])
+def test_a_thread_keeps_its_first_namespace_whoever_writes(data_dir: str, method: str) -> None:
+    """Issue 37: `update_state(t, {"namespace": "alice"})` moved a thread, and its next run read alice's memory.
+    The graph's `namespace` channel keeps the thread's namespace against every write (an update, also in
+    LangGraph's overwrite forms, a command, a run's input, an empty one); a run that names another fails in
+    `start_question` and leaves the thread as usable as before."""
+    from langgraph.types import Command, Overwrite
+
+    from recollect.state import NamespaceBindingError
+
+    model = scripted(default=_answers)
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, rewrite_followups=False)
+    ingest_conversation(CONV, "life", ctx, methods=["memr3"])
+    ingest_conversation(make_conversation([[("Zed", "my parrot is called Kiwi")]], "other"), "alice", ctx,
+                        methods=["memr3"])
+    g = load_graph(method).builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"bound-{method}"}}
+    g.invoke({"namespace": "life", "question": "What is Ann's cat called?"}, config, context=ctx)
+    for update in ({"namespace": "alice"}, {"namespace": Overwrite("alice")}, {"namespace": {"__overwrite__": "alice"}},
+                   {"namespace": {"type": "__overwrite__", "value": "alice"}}, {"namespace": ["alice"]}, {"namespace": ""}):
+        g.update_state(config, update)
+        assert g.get_state(config).values["namespace"] == "life", update
+    refused = [({"namespace": "alice", "question": "Bob's dog?"}, ctx),
+               (Command(update={"namespace": "alice"}), ctx),
+               ({"namespace": 7, "question": "Bob's dog?"}, ctx)]
+    for given, run_ctx in refused:
+        with pytest.raises(NamespaceBindingError, match="reads namespace 'life' and cannot switch to 'alice'|string"):
+            g.invoke(given, config, context=run_ctx)
+        assert g.get_state(config).values["namespace"] == "life"
+    model.calls.clear()
+    out = g.invoke({"namespace": "", "question": "And Bob's dog?"}, config, context=ctx.with_overrides(namespace="alice"))
+    assert out["answer"] == "Rex" and g.get_state(config).values["namespace"] == "life"
+    prompts = "\n".join(model.prompts())
+    assert "Kiwi" not in prompts and "Rex" in prompts, prompts[:500]
+
+
+def test_the_cli_refuses_another_namespace_on_a_thread(data_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from recollect.runner import ThreadError, ask
+
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=scripted(default=_answers), rewrite_followups=False)
+    for ns in ("life", "alice"):
+        ingest_conversation(CONV, ns, ctx, methods=["memr3"])
+    saver = open_checkpointer(data_dir)
+    try:
+        ask("life", "What is Ann's cat called?", "rag", ctx, checkpointer=saver, thread_id="t9")
+        with pytest.raises(ThreadError, match=r"thread 't9' reads namespace 'life' and cannot switch to 'alice'"):
+            ask("alice", "What is Ann's cat called?", "rag", ctx, checkpointer=saver, thread_id="t9")
+    finally:
+        saver.conn.close()

@@ -69,7 +69,7 @@ def test_cli_beside_an_idle_server_on_a_fresh_data_dir(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     model = scripted(default={"answer": "Biscuit is Maya's dog", "supports": ["D1:1"]})
-    monkeypatch.setattr(cli, "_context", lambda args: AllMethodsContext(data_dir=data_dir, chat_model=model))
+    monkeypatch.setattr(cli, "_context", lambda args, methods=None: AllMethodsContext(data_dir=data_dir, chat_model=model))
     start = time.monotonic()
     for ns, thread in (("demo", "t1"), ("other", "t2")):
         assert cli.main(["ingest", str(sample_path), "-n", ns, "--methods", "memr3"]) == 0

@@ -79,6 +79,21 @@ def test_requests_without_a_known_key_get_401(secured: dict[str, Any]) -> None:
     assert ALICE_KEY not in secured["log"].read_text()
 
 
+def test_nothing_but_the_health_check_answers_without_a_key(secured: dict[str, Any]) -> None:
+    """Issue 37: LangGraph's meta routes answered without a key (recollect.service.http)."""
+    url = secured["url"]
+    for path in ("/info", "/metrics", "/docs", "/openapi.json", "/", "/ui/rag/entrypoint.js", "/threads/search",
+                 "/no-such-route"):
+        for headers in ({}, {"x-api-key": "not-a-key-0123456789abcdef"}, {"x-auth-scheme": "langsmith"}):
+            got = httpx.get(url + path, headers=headers)
+            assert got.status_code == 401 and "API key" in got.json()["detail"], (path, headers, got.status_code)
+    assert httpx.get(url + "/ok").json()["ok"] is True
+    assert httpx.get(url + "/info", headers={"x-api-key": ALICE_KEY}).status_code == 200
+    preflight = httpx.options(url + "/threads/search", headers={
+        "origin": "https://smith.langchain.com", "access-control-request-method": "POST"})
+    assert preflight.status_code == 200 and preflight.content in (b"", b"OK")
+
+
 def test_users_never_reach_each_others_data(secured: dict[str, Any]) -> None:
     alice, bob = _client(secured, ALICE_KEY), _client(secured, BOB_KEY)
     thread = alice.threads.create()["thread_id"]
@@ -115,8 +130,9 @@ def test_users_never_reach_each_others_data(secured: dict[str, Any]) -> None:
         "assistant on alice": lambda: bob.assistants.create("rag", context={"namespace": "alice"}),
     }
     got = {name: _status(call) for name, call in attempts.items()}
-    # refused as forbidden or as not found (copy's not-found is LangGraph's 409), never served
-    assert {name: code for name, code in got.items() if code not in (403, 404, 409)} == {}, got
+    # refused as forbidden or as not found, never served; a copy says nothing of the thread (issue 37: 409)
+    assert {name: code for name, code in got.items() if code not in (403, 404)} == {}, got
+    assert got["copy thread"] == 404 == _status(lambda: alice.threads.copy("00000000-0000-4000-8000-000000000000"))
     assert got["run on alice"] == got["forget alice"] == got["ingest into alice"] == 403
     assert got["search by alice's namespace"] == got["store get"] == got["store search"] == 403
     # searches answer, with nothing of alice's in them
@@ -129,6 +145,9 @@ def test_users_never_reach_each_others_data(secured: dict[str, Any]) -> None:
     assert alice.store.get_item(["alice", "notes"], "k")["value"] == {"v": 1}
     assert [t["thread_id"] for t in alice.threads.search(limit=100)] == [thread]
     assert alice.runs.wait(None, mine, input={"question": DOG})["answer"] == "Biscuit"
+    copied = alice.threads.copy(thread)["thread_id"]  # the owner's own copy works
+    assert alice.threads.get(copied)["metadata"]["owner"] == "alice"
+    alice.threads.delete(copied)
 
 
 def test_a_thread_keeps_its_first_namespace(secured: dict[str, Any]) -> None:

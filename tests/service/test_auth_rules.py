@@ -24,7 +24,7 @@ from recollect.service.access import (
     load_auth_file,
     run_namespaces,
 )
-from recollect.service.config import AUTH_PATH, registry, write_server_config
+from recollect.service.config import AUTH_PATH, HTTP_APP, registry, write_server_config
 from recollect.service.serve import is_loopback
 
 KEY = "alice-key-0123456789abcdef"
@@ -250,6 +250,7 @@ def test_the_server_config_always_installs_the_handlers(tmp_path: Path) -> None:
     on = json.loads(write_server_config(tmp_path / "b", auth_on=True).read_text())
     assert off["auth"] == {"path": AUTH_PATH, "disable_studio_auth": False}
     assert on["auth"] == {"path": AUTH_PATH, "disable_studio_auth": True}
+    assert off["http"] == on["http"] == {"app": HTTP_APP}  # the key check before every route but /ok
     assert registry()["auth"]["path"] == AUTH_PATH  # `langgraph dev` in the checkout gets them too
 
 

@@ -200,6 +200,20 @@ def test_without_auth_clients_still_choose_no_paths_and_threads_keep_their_names
     with pytest.raises(httpx.HTTPStatusError) as refused:
         client.runs.wait(thread, "rag", input={"namespace": "gone", "question": "dog?"})
     assert refused.value.response.status_code == 409 and "reads namespace 'svc'" in refused.value.response.text
+    # issue 37: with auth off an update of the thread's state switched it, and the next run read "gone"
+    for update in ({"namespace": "gone"}, {"namespace": {"__overwrite__": "gone"}}):
+        client.threads.update_state(thread, update)
+        assert client.threads.get_state(thread)["values"]["namespace"] == "svc"
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.wait(thread, "rag", command={"update": {"namespace": "gone"}})
+    assert refused.value.response.status_code == 409
+    _run(client, thread, "rag", {"messages": [{"role": "human", "content": "What is the name of Maya's dog?"}]})
+    assert client.threads.get_state(thread)["values"]["namespace"] == "svc"
+    # a thread that is not there is not found, also when copied (LangGraph's copy said 409)
+    with pytest.raises(httpx.HTTPStatusError) as missing:
+        client.threads.copy("00000000-0000-4000-8000-000000000000")
+    assert missing.value.response.status_code == 404
+    assert client.threads.copy(thread)["thread_id"] != thread
 
     dialogue = json.loads((ROOT / "examples" / "sample_dialogue.json").read_text())
     client.runs.wait(None, "ingest", input={"namespace": "posted", "dialogue": dialogue, "methods": ["memr3"]})

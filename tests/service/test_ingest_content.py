@@ -57,6 +57,16 @@ SECRET = "Pelican-7 launch codes"
     ({"sample_id": SECRET, "conversation": {"speaker_a": "A", "speaker_b": "B"}},
      r"dialogue: \[0\]: conversation has no non-empty 'session_N' list"),
     ([LOCOMO, dict(LOCOMO, sample_id=SECRET, conversation={})], r"dialogue: \[1\]: field 'conversation.speaker_a'"),
+    # issue 37: text no store can hold, and nesting deeper than Python's recursion limit
+    (_with(["sessions", 0, "turns", 0, "text"], SECRET + " \ud800"),
+     r"dialogue: sessions\[0\]\.turns\[0\]\.text: holds a lone UTF-16 surrogate \(U\+D800 at character 23\)"),
+    (json.dumps(SIMPLE).replace("Biscuit", "Bis\\udc00cuit", 1), r"sessions\[\d+\]\.turns\[\d+\]\.text: holds a lone"),
+    (json.dumps(LOCOMO).replace("Miso", "Miso\\ud800"), r"dialogue: conversation\.session_1\[0\]\.text: holds"),
+    ({"sessions": [{"turns": [{"speaker": "A", "text": "hi", SECRET + "\ud800": 1}]}]},
+     r"sessions\[0\]\.turns\[0\]: a key holds a lone"),
+    ("bad \ud800 " + SECRET, "the text holds a lone UTF-16 surrogate at character 4"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    (_with(["sessions", 0, "turns", 0, "text"], json.loads("[" * 900 + "]" * 900)), "nested more than 64 levels deep"),
 ])
 def test_bad_content_is_one_error_quoting_none_of_it(content: Any, message: str) -> None:
     with pytest.raises(DialogueError, match=message) as bad:
@@ -86,3 +96,12 @@ def test_the_graph_ingests_content_and_reads_no_path(tmp_path: Path) -> None:
         graph.invoke({"namespace": "other", "path": str(ROOT / "examples" / "sample_dialogue.json")}, context=ctx)
     with pytest.raises(ValueError, match="unknown method"):
         graph.invoke({"namespace": "other", "dialogue": SIMPLE, "methods": ["nope"]}, context=ctx)
+    # issue 37: text the store cannot hold failed with a raw TypeError after the turns' collection was made
+    nested = {"sessions": [{"turns": [{"speaker": "A", "text": "hi"}] * 2 + [{"speaker": "A", "text": "x" * 9}]}]}
+    nested["sessions"][0]["turns"][2]["text"] = "bad \ud800 text"
+    for bad in (nested, json.dumps(nested), "[" * 100_000):
+        with pytest.raises(DialogueError, match=r"turns\[2\]\.text: holds a lone|nested more than 64"):
+            graph.invoke({"namespace": "broken", "dialogue": bad, "methods": ["memr3"]}, context=ctx)
+    ws = Workspace(data, embeddings=HashEmbeddings())
+    assert ws.docs.namespaces() == ["posted"]
+    assert not [c for c in ws.client.list_collections() if "broken" in (c if isinstance(c, str) else c.name)]

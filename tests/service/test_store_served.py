@@ -103,3 +103,12 @@ def test_the_ingest_and_forget_graphs_write_and_empty_the_store(served: dict[str
 def test_no_private_document_file_is_written(served: dict[str, Any]) -> None:
     data: Path = served["data"]
     assert (data / "store.sqlite").exists() and not (data / "recollect.db").exists()
+
+
+def test_stateless_runs_on_a_fresh_checkpoint_file_log_no_error(served: dict[str, Any]) -> None:
+    """Issue 37: the first stateless runs of a data directory with no checkpoints.sqlite yet logged
+    `no such table: checkpoints` (deleting the run's temporary thread read a table nothing had made)."""
+    client = _client(served)
+    client.runs.wait(None, "rag", input={"namespace": "maya", "question": "What is the name of Maya's dog?"})
+    log = served["log"].read_text()
+    assert "no such table" not in log and "Background worker failed" not in log, log[-3000:]
