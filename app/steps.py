@@ -21,6 +21,7 @@ from recollect.dialogue.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_entry
 from recollect.llm.structured import call_structured, extract_json
+from recollect.llm.usage import cost_summary
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.run_store import run_workspace
@@ -175,8 +176,7 @@ class AnswerReply(BaseModel):
 
 
 def bullets(items: Iterable[str], empty: str = "(none)") -> str:
-    lines = [f"- {x}" for x in items if x and x.strip()]
-    return "\n".join(lines) if lines else empty
+    return "\n".join(f"- {x}" for x in items if x and x.strip()) or empty
 
 
 # --- the question lifecycle: one thread holds a conversation of questions -----------------------
@@ -228,9 +228,8 @@ def fresh_question_fields(schema: type = MemoryState) -> dict[str, Any]:
 
 def _message_text(message: Any) -> str:
     content = getattr(message, "content", "")
-    if isinstance(content, str):
-        return content
-    parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content or []]
+    parts = [content] if isinstance(content, str) else [p.get("text", "") if isinstance(p, dict) else str(p)
+                                                        for p in content or []]
     return " ".join(x for x in parts if x)
 
 
@@ -361,9 +360,9 @@ def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tupl
     }
 
 
-def finish_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Make the answer's dates absolute (`answer_absolute_dates`), then append the answer to the
-    thread's conversation, its supports in the message's metadata."""
+def finish_question(state: MemoryState, runtime: Runtime[Context], method: str = "") -> dict[str, Any]:
+    """Make the answer's dates absolute (`answer_absolute_dates`), append the answer to the thread's
+    conversation (its supports in the message's metadata), and name the `method` and the question's `cost`."""
     answer = state.get("answer") or NO_INFO
     update: dict[str, Any] = {}
     ctx = runtime.context
@@ -374,12 +373,12 @@ def finish_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, 
     supports = list(state.get("supports") or [])
     reply = AIMessage(content=answer, response_metadata={"supports": supports},
                       additional_kwargs={"supports": supports})
-    return {**update, "messages": [reply]}
+    return {**update, "messages": [reply], "method": method, "cost": cost_summary(state.get("usage") or {})}
 
 
-def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str]) -> None:
+def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str], method: str) -> None:
     """Add `start_question` (START -> start_question -> first) and `finish_question`
-    (each of `last` -> finish_question -> END) to a graph builder.
+    (each of `last` -> finish_question -> END) to method `method`'s graph builder.
 
     Call it instead of `add_edge(START, first)` and the `add_edge(x, END)` edges. A router that
     can end the run (a conditional edge whose targets include END) must name "finish_question"
@@ -390,9 +389,12 @@ def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[st
     def start(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         return start_question(state, runtime, schema)
 
-    start.__doc__ = start_question.__doc__
+    def finish(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return finish_question(state, runtime, method)
+
+    start.__doc__, finish.__doc__ = start_question.__doc__, finish_question.__doc__
     builder.add_node("start_question", start)
-    builder.add_node("finish_question", finish_question)
+    builder.add_node("finish_question", finish)
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", first)
     for node in [last] if isinstance(last, str) else last:

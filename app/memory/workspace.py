@@ -1,7 +1,8 @@
 """A data directory: the embedded database, the Chroma client and the embedder, opened once.
 
-`open_workspace(data_dir)` is cached per process. Namespaces are validated here; every store
-method takes the namespace and can only see that namespace's documents and collections.
+`open_workspace(data_dir)` is cached per process. Namespaces are validated here (by the rule of
+recollect.namespace_ids, whose names stay importable from this module); every store method takes the
+namespace and can only see that namespace's documents and collections.
 
 A namespace is the app's own id for a user or conversation (`a@b.com`, `auth0|123`, any script):
 SQLite keys it as given (bound parameters), a LangGraph store gets an escaped label
@@ -39,8 +40,8 @@ from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings
 from recollect.memory.store_docs import STORE_FILE, Migration, StoreDocs, migrate_doc_db
 from recollect.memory.vectors import KIND_MARKER, Unit, VectorIndex
+from recollect.namespace_ids import NAMESPACE_MAX_CHARS, NamespaceError, validate_namespace  # noqa: F401
 
-NAMESPACE_MAX_CHARS = 200
 # The only namespaces accepted before any printable id was: each is its own storage name, so the
 # collections of data directories written then keep their names.
 _PLAIN_NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
@@ -49,32 +50,8 @@ _SLUG_CHARS = 24  # with the hash, collection names stay within the 63 character
 _TURNS_VERSION = "turns_version"  # docs kind: one id per store_turns, so other processes see a re-ingest
 
 
-class NamespaceError(ValueError):
-    """A namespace name is invalid, or it has never been ingested."""
-
-
 class DataDirError(ValueError):
     """The data directory cannot hold the stores: it is a file, lies under one, or is not writable."""
-
-
-def validate_namespace(namespace: object) -> str:
-    """Any printable text of 1–200 characters that neither starts nor ends with a space."""
-    if not isinstance(namespace, str):
-        raise NamespaceError(f"invalid namespace {namespace!r}: it must be a string")
-    shown = repr(namespace) if len(namespace) <= 60 else repr(namespace[:60]) + "…"
-    problem = None
-    if not namespace:
-        problem = "it is empty"
-    elif len(namespace) > NAMESPACE_MAX_CHARS:
-        problem = f"{len(namespace)} characters, at most {NAMESPACE_MAX_CHARS} are allowed"
-    elif not namespace.isprintable():
-        bad = next(c for c in namespace if not c.isprintable())
-        problem = f"it holds the non-printable character {bad!r}"
-    elif namespace != namespace.strip():
-        problem = "it starts or ends with a space"
-    if problem:
-        raise NamespaceError(f"invalid namespace {shown}: {problem} (use 1–{NAMESPACE_MAX_CHARS} printable characters)")
-    return namespace
 
 
 def storage_name(namespace: str) -> str:
