@@ -230,6 +230,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
+    from recollect.memory.build_status import describe, statuses
     from recollect.memory.workspace import open_workspace
 
     ws = open_workspace(_context(args).data_dir)
@@ -238,6 +239,9 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
         assert info is not None
         print(f"{name}: conversation={info.conversation_id} sessions={len(info.sessions)} "
               f"embedder={info.embedder} built={','.join(info.built)}")
+        for status in statuses(ws, name).values():  # background builds `remember` queued
+            if status.get("state") != "done" or status.get("fallbacks"):
+                print(f"  build {describe(status)}")
     return 0
 
 

@@ -22,6 +22,7 @@ from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_entry
 from recollect.llm.structured import call_structured, extract_json
 from recollect.llm.usage import cost_summary
+from recollect.memory.build_status import status_note
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.run_store import run_workspace
@@ -268,11 +269,15 @@ def start_question(state: MemoryState, runtime: Runtime[Context], schema: type =
     if ctx is not None:
         model_entry(ctx.model)  # an unknown `model` fails here, before any retrieval
     update.update(namespace=namespace, question_message_id=message_id)
+    # memory still being built in the background (recollect.agent_memory) is said first: the answer reads less
+    status = status_note(workspace(ctx), namespace) if ctx is not None and ctx.retriever is None else None
+    records = emit("memory_status", **status) if status else []
     earlier = _earlier_turns(history)
     if ctx is not None and ctx.rewrite_followups and earlier:
         question, note, usage = rewrite_followup(ctx, question, earlier)
-        update.update(trace=Overwrite(emit("rewrite_question", **note)), usage=Overwrite(usage))
-    update["question"] = question
+        records += emit("rewrite_question", **note)
+        update["usage"] = Overwrite(usage)
+    update.update(question=question, trace=Overwrite(records))
     return update
 
 

@@ -290,10 +290,11 @@ class Workspace:
         return {"documents": rows, "collections": collections}
 
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
-    def store_turns(self, namespace: str, conversation: Conversation) -> int:
-        """Idempotently store every turn and session; returns the number of newly embedded turns."""
+    def store_turns(self, namespace: str, conversation: Conversation, *, embed: bool = True) -> int:
+        """Idempotently store every turn and session; returns the number of newly embedded turns. `embed=False`
+        leaves the turns' vectors to a later `embed_turns` (`recollect.agent_memory` embeds them in the background)."""
         # Opened first so that an unreachable Chroma server fails the ingest before any document is written.
-        index = self.index("turns", namespace)
+        index = self.index("turns", namespace) if embed else None
         with self.docs.transaction():
             self.docs.put_many(
                 namespace, "turn", {t.id: {**t.__dict__, "img_urls": list(t.img_urls)} for t in conversation.turns}
@@ -313,12 +314,16 @@ class Workspace:
             )
             self.docs.put(namespace, _TURNS_VERSION, "current", uuid.uuid4().hex)
         self._turn_cache.pop(namespace, None)
+        return self.embed_turns(namespace, conversation.turns, index) if embed else 0
+
+    def embed_turns(self, namespace: str, turns: list[Turn], index: VectorIndex | None = None) -> int:
+        """Put `turns` in the namespace's turn vectors (those whose text is unchanged are not embedded again)."""
         units = [
             Unit(id=t.id, text=f"{t.speaker}: {t.full_text}", turn_ids=[t.id],
                  metadata={"session": t.session, "date_time": t.date_time, "speaker": t.speaker})
-            for t in conversation.turns
+            for t in turns
         ]
-        return index.upsert(units)
+        return (index or self.index("turns", namespace)).upsert(units)
 
     def turns(self, namespace: str) -> dict[str, Turn]:
         """Every turn of the namespace by id, in conversation order (cached until the next ingest, here or
