@@ -24,7 +24,7 @@ from recollect.service.access import (
     load_auth_file,
     run_namespaces,
 )
-from recollect.service.config import AUTH_PATH, registry, write_server_config
+from recollect.service.config import AUTH_PATH, graph_specs, registry, write_server_config
 from recollect.service.serve import is_loopback
 
 KEY = "alice-key-0123456789abcdef"
@@ -138,8 +138,8 @@ def test_run_settings_and_namespaces_pass() -> None:
 
 
 def test_every_served_graph_schema_leaves_out_server_and_python_only_fields() -> None:
-    for name, spec in registry()["graphs"].items():
-        module, attr = spec.split(":")
+    for name, spec in graph_specs().items():
+        module, attr = spec["path"].split(":")
         schema = getattr(importlib.import_module(module), attr).get_context_jsonschema()
         props = set(schema["properties"])
         assert props and not props & SERVER_ONLY_KEYS, (name, props & SERVER_ONLY_KEYS)
