@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig, run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
+from recollect.agent_memory.appends import APPENDS
 from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import open_workspace
 from recollect.scoping import NamespaceTemplate, check_template, fill_namespace
@@ -111,6 +112,7 @@ def create_recall_node(
         query = _last_human_text(list(state.get(messages_key) or []))
         out: dict[str, Any] = {"query": query, "memories": [], "answer": "", "supports": []}
         ns = fill_namespace(template, config)
+        APPENDS.settle(ns)  # what a remember node of this process handed off is read too
         if not query or open_workspace(ctx.data_dir).namespace_info(ns) is None:
             return {output_key: out}
         if method is None:
@@ -168,6 +170,7 @@ class RecollectRetriever(BaseRetriever):
     ) -> list[Document]:
         ns = namespace or scoped_namespace(self.namespace, self.namespace_key, None)
         ctx = self.context or AllMethodsContext()
+        APPENDS.settle(ns)  # what a remember node of this process handed off is read too
         if self.method is None:
             from recollect.steps import snippet_source
 

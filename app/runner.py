@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from recollect.agent_memory.appends import APPENDS
 from recollect.graphs.registry import METHODS as GRAPHS
 from recollect.graphs.registry import (
     AllMethodsContext,
@@ -216,6 +217,7 @@ def ask(
     if not question:
         raise ValueError("the question is empty")
     compiled = load_graph(method)
+    APPENDS.settle(namespace)  # turns a remember node of this process handed off are read too
     require_answerable(namespace, method, ctx)
     # Compiled with the data directory's store, so `runtime.store` in every node is where the memories live.
     store = None if ctx.retriever is not None else memory_store(ctx.data_dir)  # an app's retriever needs none

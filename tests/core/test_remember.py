@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from recollect import ask, create_remember_node, remember, wait_for_builds
-from recollect.agent_memory import queue
+from recollect.agent_memory import appends, queue, settle
 from recollect.cli import main
 from recollect.dialogue.chat import chat_turns
 from recollect.dialogue.models import DialogueError
@@ -177,6 +177,7 @@ def test_the_node_takes_namespace_and_thread_from_the_run(ctx: AllMethodsContext
     chat = _chat(("My dog is called Biscuit.", "Lovely."))
     graph.invoke({"messages": chat}, {"configurable": {"user_id": "a@b.com", "thread_id": "t9"}})
     graph.invoke({"messages": chat}, {"configurable": {"user_id": "a@b.com", "thread_id": "t9"}})
+    assert settle("a@b.com", timeout=30)  # the node handed the turns to the append worker and returned
     ws = open_workspace(ctx.data_dir)
     assert list(ws.turns("a@b.com")) == ["D1:1", "D1:2"]
     assert ws.docs.get("a@b.com", "chat", "tail")["thread"] == "t9"
@@ -184,3 +185,23 @@ def test_the_node_takes_namespace_and_thread_from_the_run(ctx: AllMethodsContext
         graph.invoke({"messages": chat}, {"configurable": {"thread_id": "t9"}})
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         create_remember_node("{user_id}", methods=["nope"])
+
+
+def test_a_failed_background_append_is_recorded_and_its_turns_added_at_the_next_turn(
+        ctx: AllMethodsContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    import recollect.agent_memory as agent_memory
+
+    remember(_chat(("hello", "hi")), "carol", thread_id="t", context=ctx)
+    real = agent_memory.append_chat_turns
+    monkeypatch.setattr(agent_memory, "append_chat_turns", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    chat = _chat(("hello", "hi"), ("My dog is called Biscuit.", "Lovely."))
+    assert remember(chat, "carol", thread_id="t", context=ctx, background=True)["pending"] is True
+    assert appends.APPENDS.settle("carol", timeout=30)
+    ws = open_workspace(ctx.data_dir)
+    failed = statuses(ws, "carol")["remember"]
+    assert failed["state"] == "failed" and "disk full" in failed["error"]
+    monkeypatch.setattr(agent_memory, "append_chat_turns", real)
+    remember(chat, "carol", thread_id="t", context=ctx, background=True)  # the agent's next turn: whole history
+    assert settle("carol", timeout=30)
+    assert list(ws.turns("carol")) == ["D1:1", "D1:2", "D1:3", "D1:4"]
+    assert statuses(ws, "carol")["remember"]["state"] == "done"
