@@ -36,6 +36,14 @@ def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict
     return merge_usage(left or {}, right or {})
 
 
+def add_chat_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMessage]:
+    """LangGraph's `add_messages`, where None adds nothing: a tool made from a graph (`graph.as_tool()`) passes
+    every input field, None for the ones the model left out."""
+    if right is None:
+        return list(left or [])
+    return add_messages(left or [], right)  # type: ignore[return-value]
+
+
 class InputState(BaseModel):
     """A question about a namespace's memory."""
 
@@ -48,7 +56,7 @@ class InputState(BaseModel):
     question: str = Field(description="A self-contained question about the remembered conversations")
     namespace: SkipJsonSchema[str | None] = Field(
         default=None, description="Whose memory to read; default: the thread's, else the `namespace` setting")
-    messages: SkipJsonSchema[Annotated[list[AnyMessage], add_messages] | None] = Field(
+    messages: SkipJsonSchema[Annotated[list[AnyMessage], add_chat_messages] | None] = Field(
         default=None, description="Chat input instead of `question`: the last human message is the question")
 
     @model_validator(mode="before")
@@ -56,7 +64,9 @@ class InputState(BaseModel):
     def _question_from_messages(cls, data: Any) -> Any:
         """Chat input names no `question`: the last human message is the question (start_question reads it
         from `messages` again, this only lets a chat-only input validate)."""
-        if not isinstance(data, dict) or not data.get("messages"):
+        if not isinstance(data, dict):
+            return data
+        if not data.get("messages"):
             return data
         from langchain_core.messages import HumanMessage, convert_to_messages
 
@@ -78,7 +88,7 @@ class OutputState(TypedDict, total=False):
     supports: list[str]
     method: str
     cost: dict[str, Any]
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], add_chat_messages]
 
 
 class MemoryState(TypedDict):
@@ -88,7 +98,7 @@ class MemoryState(TypedDict):
     namespace: str
     question: str
     # the thread's conversation: every question and answer, kept across questions
-    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    messages: NotRequired[Annotated[list[AnyMessage], add_chat_messages]]
     # id of the human message the current question came from (tells a new chat message from an old one)
     question_message_id: NotRequired[str | None]
     # retrieval and the evidence–gap tracker
