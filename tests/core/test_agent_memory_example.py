@@ -51,6 +51,7 @@ def test_a_fact_told_in_one_thread_is_recalled_in_another_of_the_same_user_only(
     assert say("alice", "monday", "My dog is called Biscuit.") == "Noted!"
     assert say("alice", "tuesday", "What is my dog called?") == "Your dog is called Biscuit."
     assert say("bob", "tuesday-bob", "What is my dog called?") == "You have not told me about a dog."
+    assert wait_for_builds(timeout=60)  # the last remember nodes handed their turns to the append worker
     # what each user's memory holds: alice both threads, each its own session; bob his own question only
     ws = open_workspace(data_dir)
     alice = [[(t.speaker, t.text) for t in s.turns] for s in ws.sessions("alice")]
@@ -60,4 +61,3 @@ def test_a_fact_told_in_one_thread_is_recalled_in_another_of_the_same_user_only(
     # the model saw alice's memory in her second thread only; bob's prompt held none of it
     prompts = model.prompts()
     assert "Biscuit" in prompts[1] and "Biscuit" not in prompts[2]
-    assert wait_for_builds(timeout=60)
