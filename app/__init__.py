@@ -3,11 +3,13 @@
 The public API, imported lazily so that `import recollect.settings` (or a subprocess such as the
 model server's guard) does not load LangGraph and every method:
 
-    from recollect import create_graph, ingest, ask, forget, create_recall_tool, MemR3Context
+    from recollect import create_graph, ingest, ask, forget, remember, create_recall_tool, MemR3Context
 
 Build a graph with `create_graph(method, checkpointer=..., store=..., retriever=...)` or the per-method
 `create_memr3_graph`, ...; `ingest` a dialogue file into a namespace; `ask` a question; `forget` a
-namespace; give an agent `create_recall_tool(...)` or a chain `create_retriever(...)`. Settings types:
+namespace; `remember` a running chat's newest turns (or add `create_remember_node(...)` to an agent's
+graph); give an agent `create_recall_tool(...)`, `create_recall_node(...)` or a chain `create_retriever(...)`.
+Settings types:
 `Context` (shared), one per method (`MemR3Context`, `MRAgentContext`, `HyMemContext`,
 `MGRetrievalContext`, `BaselineContext`) and `AllMethodsContext`.
 """
@@ -32,8 +34,13 @@ _EXPORTS: dict[str, str] = {
     "ingest": "recollect.api",
     "ask": "recollect.api",
     "forget": "recollect.api",
+    # an agent's memory
+    "remember": "recollect.agent_memory",
+    "create_remember_node": "recollect.agent_memory",
+    "wait_for_builds": "recollect.agent_memory",
     # LangChain
     "create_recall_tool": "recollect.recall",
+    "create_recall_node": "recollect.recall",
     "create_retriever": "recollect.api",
     "RecollectRetriever": "recollect.recall",
     # settings

@@ -19,6 +19,7 @@ from recollect.graphs.registry import (
     load_builder,
 )
 from recollect.memory.build import BuildReport, tqdm_progress
+from recollect.memory.build_status import set_status, statuses
 from recollect.memory.workspace import (
     NamespaceError,
     NamespaceInfo,
@@ -76,5 +77,8 @@ def ingest_conversation(
         report = load_builder(name)(ws, namespace, full, ctx, progress)
         report.seconds = round(time.monotonic() - t0, 3)
         ws.mark_built(namespace, name, {"hash": full.content_hash(), "sessions": len(full.sessions)})
+        if name in statuses(ws, namespace):  # a background build `remember` queued is done now too
+            set_status(ws, namespace, name, "done", sessions=len(full.sessions), seconds=report.seconds,
+                       llm_calls=report.llm_calls, fallbacks=report.fallbacks[:20])
         reports.append(report)
     return reports

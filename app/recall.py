@@ -1,29 +1,32 @@
-"""recollect inside a LangChain app: a `recall` tool and a `BaseRetriever`, scoped by the app.
+"""recollect inside a LangChain app: a `recall` tool, a recall node and a `BaseRetriever`, scoped by the app.
 
-The namespace (whose memory is read) is never a tool argument: the model only writes the
-question. The app fixes the namespace when it builds the tool, or names a key that each run's
-`config["configurable"]` (or the LangGraph runtime context of the agent calling the tool) carries,
-e.g. `user_id`. So one user's agent cannot be talked into reading another user's memory.
+The namespace (whose memory is read) is never a tool argument: the model only writes the question. The app
+fixes the namespace when it builds the tool, or gives a template filled from each run's
+`config["configurable"]` (or the LangGraph runtime context of the agent calling it), e.g. `"{user_id}"`
+(recollect.scoping). So one user's agent cannot be talked into reading another user's memory.
 
-    tool = create_recall_tool(method="memr3", namespace_key="user_id")
+    tool = create_recall_tool(method="memr3", namespace="{user_id}")
     agent = create_agent(model, tools=[tool])
     agent.invoke({"messages": [...]}, {"configurable": {"user_id": "alice"}})
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.messages import HumanMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, run_in_executor
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
+from recollect.agent_memory.appends import APPENDS
 from recollect.graphs.registry import AllMethodsContext
-from recollect.memory.workspace import NamespaceError, validate_namespace
+from recollect.memory.workspace import open_workspace
+from recollect.scoping import NamespaceTemplate, check_template, fill_namespace
 
 RECALL_DESCRIPTION = (
     "Answer a question from the long-term memory of past conversations with this user. "
@@ -37,38 +40,21 @@ class RecallInput(BaseModel):
     question: str = Field(description="a self-contained question about the past conversations")
 
 
-def scoped_namespace(fixed: str | None, key: str, config: RunnableConfig | None) -> str:
-    """The namespace a run may read: `fixed`, else `configurable[key]`, else the runtime context's `key`."""
-    namespace = fixed
-    if namespace is None:
-        configurable: Mapping[str, Any] = (config or {}).get("configurable") or {}
-        namespace = configurable.get(key)
-    if namespace is None:
-        namespace = _runtime_context_value(key)
-    if not namespace:
-        raise NamespaceError(f"no namespace: build the tool with namespace=..., or pass {key!r} in the run's "
-                             "config['configurable'] or context")
-    return validate_namespace(str(namespace))
+def _template(namespace: NamespaceTemplate | None, key: str) -> NamespaceTemplate:
+    """The namespace template of a tool, node or retriever: `namespace`, else the run value `key` alone."""
+    return check_template(namespace if namespace is not None else "{" + key + "}")
 
 
-def _runtime_context_value(key: str) -> Any:
-    """`key` of the LangGraph runtime context when called from inside a graph (e.g. an agent's tool node)."""
-    try:
-        from langgraph.runtime import get_runtime
-
-        runtime = get_runtime()
-    except (ImportError, RuntimeError):
-        return None
-    context = getattr(runtime, "context", None)
-    if isinstance(context, Mapping):
-        return context.get(key)
-    return getattr(context, key, None)
+def scoped_namespace(namespace: NamespaceTemplate | None, key: str, config: RunnableConfig | None) -> str:
+    """The namespace a run may read: `namespace` (fixed or a template, recollect.scoping) filled from the run,
+    else the run's `key` (`configurable[key]`, else the runtime context's)."""
+    return fill_namespace(_template(namespace, key), config)
 
 
 def create_recall_tool(
     method: str = "memr3",
     *,
-    namespace: str | None = None,
+    namespace: NamespaceTemplate | None = None,
     namespace_key: str = "user_id",
     context: AllMethodsContext | None = None,
     name: str = "recall",
@@ -76,21 +62,74 @@ def create_recall_tool(
 ) -> BaseTool:
     """A LangChain tool that answers a question from one namespace's memory with `method`.
 
-    `namespace` fixes the namespace; otherwise each call reads `namespace_key` from the run's config
-    or runtime context. `context` carries recollect's settings (data_dir, an injected chat model...).
-    The tool returns `{"answer", "supports"}` only, so the calling model's context stays small.
+    `namespace` fixes the namespace (`"alice"`) or is a template filled from each call's run (`"{user_id}"`,
+    `("memories", "{user_id}")`); without it each call reads `namespace_key` from the run's config or runtime
+    context. `context` carries recollect's settings (data_dir, an injected chat model...). The tool returns
+    `{"answer", "supports"}` only, so the calling model's context stays small.
     """
-    if namespace is not None:
-        validate_namespace(namespace)
+    template = _template(namespace, namespace_key)
 
     def recall(question: str, config: RunnableConfig) -> dict[str, Any]:
         from recollect.runner import ask
 
-        scoped = scoped_namespace(namespace, namespace_key, config)
-        result = ask(scoped, question, method, context or AllMethodsContext())
+        result = ask(fill_namespace(template, config), question, method, context or AllMethodsContext())
         return {"answer": result.get("answer", ""), "supports": list(result.get("supports") or [])}
 
     return StructuredTool.from_function(func=recall, name=name, description=description, args_schema=RecallInput)
+
+
+def _last_human_text(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) or (isinstance(message, Mapping) and message.get("role") in ("user", "human")):
+            content = message.content if isinstance(message, HumanMessage) else message.get("content")
+            return (content if isinstance(content, str) else " ".join(
+                p.get("text", "") if isinstance(p, dict) else str(p) for p in content or [])).strip()
+    return ""
+
+
+def create_recall_node(
+    method: str | None = None,
+    *,
+    namespace: NamespaceTemplate | None = None,
+    namespace_key: str = "user_id",
+    k: int = 5,
+    messages_key: str = "messages",
+    output_key: str = "recall",
+    context: AllMethodsContext | None = None,
+) -> Callable[[Mapping[str, Any], RunnableConfig], dict[str, Any]]:
+    """A LangGraph node that recalls what the namespace's memory holds about the last human message.
+
+    It writes `{output_key: {"query", "memories", "answer", "supports"}}`: with `method=None` (default) the
+    top `k` remembered snippets (no model call: hybrid dense + BM25 over MemR3's chunks); with a method name
+    that method's answer, its supports and the memories it rests on. The namespace comes from the app as in
+    `create_recall_tool`; a namespace nothing was remembered in yet recalls nothing (no error), so an agent's
+    first turn with a new user just works.
+    """
+    template = _template(namespace, namespace_key)
+    ctx = context or AllMethodsContext()
+
+    def recall(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        query = _last_human_text(list(state.get(messages_key) or []))
+        out: dict[str, Any] = {"query": query, "memories": [], "answer": "", "supports": []}
+        ns = fill_namespace(template, config)
+        APPENDS.settle(ns)  # what a remember node of this process handed off is read too
+        if not query or open_workspace(ctx.data_dir).namespace_info(ns) is None:
+            return {output_key: out}
+        if method is None:
+            docs = RecollectRetriever(namespace=ns, k=k, context=ctx)._get_relevant_documents(
+                query, run_manager=CallbackManagerForRetrieverRun.get_noop_manager(), namespace=ns)
+            out["memories"] = [{"id": d.id, "text": d.page_content, "turn_ids": d.metadata["turn_ids"]} for d in docs]
+            return {output_key: out}
+        from recollect.runner import ask
+
+        result = ask(ns, query, method, ctx)
+        out.update(answer=result.get("answer", ""), supports=list(result.get("supports") or []),
+                   memories=[{"id": m["id"], "text": m["text"], "turn_ids": [m["id"]]}
+                             for m in (result.get("critical_memories") or [])[:k]])
+        return {output_key: out}
+
+    recall.__name__ = "recall"
+    return recall
 
 
 class RecollectRetriever(BaseRetriever):
@@ -103,7 +142,7 @@ class RecollectRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    namespace: str | None = None
+    namespace: NamespaceTemplate | None = None
     namespace_key: str = "user_id"
     method: str | None = None
     k: int = 5
@@ -131,6 +170,7 @@ class RecollectRetriever(BaseRetriever):
     ) -> list[Document]:
         ns = namespace or scoped_namespace(self.namespace, self.namespace_key, None)
         ctx = self.context or AllMethodsContext()
+        APPENDS.settle(ns)  # what a remember node of this process handed off is read too
         if self.method is None:
             from recollect.steps import snippet_source
 

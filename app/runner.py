@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from recollect.agent_memory.appends import APPENDS
 from recollect.graphs.registry import METHODS as GRAPHS
 from recollect.graphs.registry import (
     AllMethodsContext,
@@ -23,6 +24,7 @@ from recollect.graphs.registry import (
     missing_memory,
     step_limit,
 )
+from recollect.memory.build_status import unsettled
 from recollect.memory.workspace import (
     DataDirError,
     NamespaceError,
@@ -152,18 +154,26 @@ def require_answerable(namespace: str, method: str, ctx: Context) -> None:
 
     Besides an invalid or never-ingested namespace, that is (unless the context injects a retriever)
     memory the method reads that was never built, or built for fewer sessions than the namespace holds:
-    the answer would silently ignore what is missing. An error rather than a warning, because no caller
+    the answer would silently ignore what is missing. Memory that `remember` is still extending in the
+    background is answered from as it is: the question's trace starts with a `memory_status` record. An error rather than a warning, because no caller
     (CLI, API, recall tool) shows a warning beside the answer, and the fix, an incremental ingest, is cheap.
     """
     validate_namespace(namespace)
     if ctx.retriever is not None:
         return
-    info = open_workspace(ctx.data_dir).require_namespace(namespace)
+    ws = open_workspace(ctx.data_dir)
+    info = ws.require_namespace(namespace)
     gap = missing_memory(method, info.built, len(info.sessions))
     if gap is None:
         return
     builder, covered = gap
     ns = info.name
+    building = unsettled(ws, ns).get(builder)
+    if building is not None:
+        if covered is not None:
+            return  # `remember` is extending it in the background: answer from what is built, the trace says so
+        raise MemoryNotBuiltError(f"namespace {ns!r} has no {builder} memory yet: its background build is "
+                                  f"{building.get('state')} (`recollect namespaces` shows it); ask again when it is done")
     reads = f"method {method!r}" + ("" if builder == method else f" reads the {builder} memory and")
     command = f"`recollect ingest FILE --namespace {shlex.quote(ns)} --methods {builder}`"
     if covered is None:
@@ -213,6 +223,7 @@ def ask(
     if not question:
         raise ValueError("the question is empty")
     compiled = load_graph(method)
+    APPENDS.settle(namespace)  # turns a remember node of this process handed off are read too
     require_answerable(namespace, method, ctx)
     # Compiled with the data directory's store, so `runtime.store` in every node is where the memories live.
     store = None if ctx.retriever is not None else memory_store(ctx.data_dir)  # an app's retriever needs none

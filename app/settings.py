@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
@@ -27,6 +28,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from recollect.namespace_ids import namespace_problem
 
 StructuredMethod = Literal["auto", "json_schema", "json_object_schema", "json_mode", "function_calling"]
 ToolProtocol = Literal["auto", "native", "json"]
@@ -139,13 +142,15 @@ _NO_PAPER = object()
 
 
 def setting(default: Any = None, description: str = "", *, env: str | None = None, ge: float | None = None,
-            le: float | None = None, pattern: str | None = None, paper: Any = _NO_PAPER) -> Any:
+            le: float | None = None, pattern: str | None = None, check: Callable[[Any], str | None] | None = None,
+            paper: Any = _NO_PAPER) -> Any:
     """A `Context` field with the description Studio shows and the range `Context` enforces.
 
-    `env` names the `Settings` field the default comes from (read when a Context is made). `paper` is
-    the value that reproduces the paper, where ours differs: `profile="paper"` uses it.
+    `env` names the `Settings` field the default comes from (read when a Context is made). `check` returns
+    why a value is invalid, or None. `paper` is the value that reproduces the paper, where ours differs:
+    `profile="paper"` uses it.
     """
-    limits = {"ge": ge, "le": le, "pattern": pattern}
+    limits = {"ge": ge, "le": le, "pattern": pattern, "check": check}
     metadata = {"description": description} | {k: v for k, v in limits.items() if v is not None}
     if paper is not _NO_PAPER:
         metadata["paper"] = paper
@@ -156,7 +161,7 @@ def setting(default: Any = None, description: str = "", *, env: str | None = Non
 
 
 @cache
-def _checkers(cls: type) -> dict[str, tuple[TypeAdapter, float | None, float | None, str | None]]:
+def _checkers(cls: type) -> dict[str, tuple[TypeAdapter, float | None, float | None, str | None, Any]]:
     import typing
 
     hints = typing.get_type_hints(cls)
@@ -165,13 +170,13 @@ def _checkers(cls: type) -> dict[str, tuple[TypeAdapter, float | None, float | N
         if hints[f.name] is Any:
             continue
         out[f.name] = (TypeAdapter(hints[f.name]), f.metadata.get("ge"), f.metadata.get("le"),
-                       f.metadata.get("pattern"))
+                       f.metadata.get("pattern"), f.metadata.get("check"))
     return out
 
 
 def _check_setting(cls: type, name: str, value: Any) -> Any:
     """`value` converted to the setting's type (JSON-ish strings and numbers are accepted), else ContextError."""
-    adapter, ge, le, pattern = _checkers(cls)[name]
+    adapter, ge, le, pattern, check = _checkers(cls)[name]
     if isinstance(value, bool) and adapter.core_schema.get("type") in ("int", "float"):
         raise ContextError(f"setting {name}: expected a number, got {value!r}")
     try:
@@ -185,6 +190,9 @@ def _check_setting(cls: type, name: str, value: Any) -> Any:
         raise ContextError(f"setting {name}: must be at most {le:g}, got {value!r}")
     if pattern is not None and not re.fullmatch(pattern, out):
         raise ContextError(f"setting {name}: must match {pattern}, got {value!r}")
+    problem = check(out) if check is not None else None
+    if problem is not None:
+        raise ContextError(f"setting {name}: {problem}, got {value!r}")
     return out
 
 
@@ -200,9 +208,10 @@ class Context:
     # client never picks where the server reads and writes (recollect.service.auth rejects it if sent).
     data_dir: SkipJsonSchema[str] = setting(
         env="data_dir", description="Data directory holding the namespaces, vectors, caches and checkpoints")
+    # Any valid namespace id (`a@b.com`, `auth0|123`: recollect.namespace_ids), or "" for none.
     namespace: str = setting(
         "", "Namespace read when a run's input names none (Studio's chat view sends only messages)",
-        pattern=r"(|[A-Za-z0-9]([A-Za-z0-9_-]{0,60}[A-Za-z0-9])?)")
+        check=lambda value: namespace_problem(value) if value else None)
     max_prompt_tokens: int = setting(
         env="llm_max_prompt_tokens", description="Token budget of one prompt's memory section", ge=1)
     structured_method: StructuredMethod = setting(

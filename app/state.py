@@ -15,6 +15,8 @@ from typing import Annotated, Any, NotRequired
 from langchain_core.messages import AnyMessage
 from langgraph.channels.last_value import LastValue
 from langgraph.graph.message import add_messages
+from pydantic import BaseModel, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 
@@ -117,33 +119,59 @@ def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict
     return merge_usage(left or {}, right or {})
 
 
-class InputState(TypedDict, total=False):
-    """What a caller passes in: the namespace to read and the question to answer.
+def add_chat_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMessage]:
+    """LangGraph's `add_messages`, where None adds nothing: a tool made from a graph (`graph.as_tool()`) passes
+    every input field, None for the ones the model left out."""
+    if right is None:
+        return list(left or [])
+    return add_messages(left or [], right)  # type: ignore[return-value]
 
-    Chat clients (Studio's chat view, `create_agent`-style callers) may send `messages` instead of
-    `question`: the last human message is the question. `namespace` may be left out on a thread
-    that already has one, or when the `namespace` setting names it.
-    """
 
-    namespace: Namespace
-    question: str
-    messages: Annotated[list[AnyMessage], add_messages]
+class InputState(BaseModel):
+    """A question about a namespace's memory."""
+
+    # `question` is the one field in the JSON schema, so a tool made from the graph (`graph.as_tool()`, an
+    # MCP client) asks for the question only. Two more inputs are accepted but left out of it: `namespace`,
+    # whose memory to read (default: the thread's, else the `namespace` setting, which is how an app fixes it
+    # without the model choosing: `create_graph(..., namespace="alice")`, an assistant's configuration), and
+    # `messages`, chat input instead of `question` (Studio's chat view, `create_agent`-style callers: the
+    # last human message is the question).
+    question: str = Field(description="A self-contained question about the remembered conversations")
+    namespace: SkipJsonSchema[str | None] = Field(
+        default=None, description="Whose memory to read; default: the thread's, else the `namespace` setting")
+    messages: SkipJsonSchema[Annotated[list[AnyMessage], add_chat_messages] | None] = Field(
+        default=None, description="Chat input instead of `question`: the last human message is the question")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _question_from_messages(cls, data: Any) -> Any:
+        """Chat input names no `question`: the last human message is the question (start_question reads it
+        from `messages` again, this only lets a chat-only input validate)."""
+        if not isinstance(data, dict):
+            return data
+        if not data.get("messages"):
+            return data
+        from langchain_core.messages import HumanMessage, convert_to_messages
+
+        chat = convert_to_messages(data["messages"])  # role dicts ({"role": "human", ...}) too
+        data = {**data, "messages": chat}
+        if not data.get("question"):
+            human = [m for m in chat if isinstance(m, HumanMessage)]
+            text = human[-1].text if human else ""
+            data["question"] = text if isinstance(text, str) else str(text)
+        return data
 
 
 class OutputState(TypedDict, total=False):
+    """What a run returns: the answer, the turn ids it rests on, the method and what it cost, plus the thread's
+    `messages` for chat clients. The per-question working state (evidence, trace, usage...) stays in the
+    checkpointed state: `graph.get_state(config)`, `stream_mode="values"`, or `recollect.ask`, which returns it."""
+
     answer: str
     supports: list[str]
-    answer_before_rewrite: str | None
-    shown_turn_ids: list[str]
-    retrieved_turn_ids: list[str]
-    evidence: list[str]
-    gaps: list[str]
-    masks: list[str]
-    iteration: int
-    critical_memories: list[dict[str, Any]]
-    trace: list[dict[str, Any]]
-    usage: dict[str, Any]
-    messages: Annotated[list[AnyMessage], add_messages]
+    method: str
+    cost: dict[str, Any]
+    messages: Annotated[list[AnyMessage], add_chat_messages]
 
 
 class MemoryState(TypedDict):
@@ -153,7 +181,7 @@ class MemoryState(TypedDict):
     namespace: Namespace
     question: str
     # the thread's conversation: every question and answer, kept across questions
-    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    messages: NotRequired[Annotated[list[AnyMessage], add_chat_messages]]
     # id of the human message the current question came from (tells a new chat message from an old one)
     question_message_id: NotRequired[str | None]
     # retrieval and the evidence–gap tracker
@@ -178,6 +206,9 @@ class MemoryState(TypedDict):
     answer_before_rewrite: NotRequired[str | None]
     answer: NotRequired[str]
     supports: NotRequired[list[str]]
+    # the graph that answered and what the question cost (calls, tokens), written by finish_question
+    method: NotRequired[str]
+    cost: NotRequired[dict[str, Any]]
     # observability
     trace: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
     usage: NotRequired[Annotated[dict[str, Any], add_usage]]

@@ -16,11 +16,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import BaseModel, Field, field_validator
 
-from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
+from recollect.answer_dates import absolute_answer_dates
 from recollect.dialogue.turn_ids import LOCOMO_ID, TurnIdMatcher, id_items
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_entry
 from recollect.llm.structured import call_structured, extract_json
+from recollect.llm.usage import cost_summary
+from recollect.memory.build_status import status_note
 from recollect.memory.chunks import chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.run_store import run_workspace
@@ -175,8 +177,7 @@ class AnswerReply(BaseModel):
 
 
 def bullets(items: Iterable[str], empty: str = "(none)") -> str:
-    lines = [f"- {x}" for x in items if x and x.strip()]
-    return "\n".join(lines) if lines else empty
+    return "\n".join(f"- {x}" for x in items if x and x.strip()) or empty
 
 
 # --- the question lifecycle: one thread holds a conversation of questions -----------------------
@@ -228,9 +229,8 @@ def fresh_question_fields(schema: type = MemoryState) -> dict[str, Any]:
 
 def _message_text(message: Any) -> str:
     content = getattr(message, "content", "")
-    if isinstance(content, str):
-        return content
-    parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content or []]
+    parts = [content] if isinstance(content, str) else [p.get("text", "") if isinstance(p, dict) else str(p)
+                                                        for p in content or []]
     return " ".join(x for x in parts if x)
 
 
@@ -269,11 +269,15 @@ def start_question(state: MemoryState, runtime: Runtime[Context], schema: type =
     if ctx is not None:
         model_entry(ctx.model)  # an unknown `model` fails here, before any retrieval
     update.update(namespace=namespace, question_message_id=message_id)
+    # memory still being built in the background (recollect.agent_memory) is said first: the answer reads less
+    status = status_note(workspace(ctx), namespace) if ctx is not None and ctx.retriever is None else None
+    records = emit("memory_status", **status) if status else []
     earlier = _earlier_turns(history)
     if ctx is not None and ctx.rewrite_followups and earlier:
         question, note, usage = rewrite_followup(ctx, question, earlier)
-        update.update(trace=Overwrite(emit("rewrite_question", **note)), usage=Overwrite(usage))
-    update["question"] = question
+        records += emit("rewrite_question", **note)
+        update["usage"] = Overwrite(usage)
+    update.update(question=question, trace=Overwrite(records))
     return update
 
 
@@ -327,43 +331,9 @@ def rewrite_followup(ctx: Context, question: str, earlier: list[tuple[str, str]]
                       **note}, res.usage
 
 
-def _dated_turns(ctx: Context, state: MemoryState, ids: Iterable[str]) -> dict[str, DatedTurn]:
-    """The turns `ids` with their session dates: from the turn store, or for a foreign retriever from
-    the critical memories (which carry a date only if the retriever's documents had one)."""
-    if ctx.retriever is None:
-        turns = workspace(ctx).turns(state["namespace"])
-        return {t: DatedTurn(t, turns[t].full_text, parse_day(turns[t].date_time)) for t in ids if t in turns}
-    mems = {str(m.get("id")): m for m in state.get("critical_memories") or []}
-    return {t: DatedTurn(t, str(mems[t].get("text", "")), parse_day(mems[t].get("date") or mems[t].get("date_time")))
-            for t in ids if t in mems}
-
-
-def absolute_answer_dates(ctx: Context, state: MemoryState, answer: str) -> tuple[str, dict[str, Any] | None]:
-    """The answer with relative times and ISO dates made absolute (recollect.dates), and the trace
-    record of what changed; (answer, None) when nothing did and nothing was left unresolved."""
-    phrases = relative_phrases(answer)
-    reference, why = None, None
-    if phrases:
-        supports = [str(t) for t in state.get("supports") or []]
-        shown = [str(t) for t in state.get("shown_turn_ids") or []]
-        picked = pick_reference(phrases, supports, shown, _dated_turns(ctx, state, [*supports, *shown]))
-        if picked is not None:
-            reference, why = picked
-    rewrite = absolute_dates(answer, reference.day if reference else None)
-    if not rewrite.changes and not rewrite.unresolved:
-        return answer, None
-    return rewrite.answer, {
-        # `model_answer`, not `draft`: the eval's draft columns mean the answer before a graph's rewrite call
-        "answer": rewrite.answer, "model_answer": answer, "changes": rewrite.changes,
-        "reference_turn": reference.id if reference else None,
-        "reference_date": reference.day.isoformat() if reference and reference.day else None,
-        "reference_from": why, "unresolved": rewrite.unresolved or None,
-    }
-
-
-def finish_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Make the answer's dates absolute (`answer_absolute_dates`), then append the answer to the
-    thread's conversation, its supports in the message's metadata."""
+def finish_question(state: MemoryState, runtime: Runtime[Context], method: str = "") -> dict[str, Any]:
+    """Make the answer's dates absolute (`answer_absolute_dates`), append the answer to the thread's
+    conversation (its supports in the message's metadata), and name the `method` and the question's `cost`."""
     answer = state.get("answer") or NO_INFO
     update: dict[str, Any] = {}
     ctx = runtime.context
@@ -374,12 +344,12 @@ def finish_question(state: MemoryState, runtime: Runtime[Context]) -> dict[str, 
     supports = list(state.get("supports") or [])
     reply = AIMessage(content=answer, response_metadata={"supports": supports},
                       additional_kwargs={"supports": supports})
-    return {**update, "messages": [reply]}
+    return {**update, "messages": [reply], "method": method, "cost": cost_summary(state.get("usage") or {})}
 
 
-def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str]) -> None:
+def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str], method: str) -> None:
     """Add `start_question` (START -> start_question -> first) and `finish_question`
-    (each of `last` -> finish_question -> END) to a graph builder.
+    (each of `last` -> finish_question -> END) to method `method`'s graph builder.
 
     Call it instead of `add_edge(START, first)` and the `add_edge(x, END)` edges. A router that
     can end the run (a conditional edge whose targets include END) must name "finish_question"
@@ -390,9 +360,12 @@ def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[st
     def start(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
         return start_question(state, runtime, schema)
 
-    start.__doc__ = start_question.__doc__
+    def finish(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return finish_question(state, runtime, method)
+
+    start.__doc__, finish.__doc__ = start_question.__doc__, finish_question.__doc__
     builder.add_node("start_question", start)
-    builder.add_node("finish_question", finish_question)
+    builder.add_node("finish_question", finish)
     builder.add_edge(START, "start_question")
     builder.add_edge("start_question", first)
     for node in [last] if isinstance(last, str) else last:

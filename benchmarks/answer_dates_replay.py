@@ -6,7 +6,7 @@
 The date step is deterministic: it reads the answer, the cited turns, the turns the graph showed the
 model and their session dates. Each row of a run folder's `per_question.jsonl` has all of them
 (`prediction`, `supports`, `retrieved_turn_ids`), so the step can be replayed on any earlier run through
-the graphs' own code (`recollect.steps.absolute_answer_dates`) and re-scored. This measures the step on
+the graphs' own code (`recollect.answer_dates.absolute_answer_dates`) and re-scored. This measures the step on
 runs that cannot be re-made (an earlier runtime), and `--check RUN` confirms that a run made with the
 step gives exactly the replayed answers of a run made without it (same model replies, nothing else
 changed). It prints a markdown table: LoCoMo-F1 per method before and after, and every changed answer's
@@ -34,10 +34,11 @@ def load_rows(run: Path) -> tuple[list[dict[str, Any]], int | None]:
 
 def replay(rows: list[dict[str, Any]], max_sessions: int | None, data_dir: str) -> list[dict[str, Any]]:
     """Each row with `replayed` (the answer after the date step) and `replayed_f1`."""
+    from recollect.answer_dates import absolute_answer_dates
     from recollect.eval.metrics import score_prediction
     from recollect.eval.plan import namespace_for
     from recollect.graphs.registry import AllMethodsContext
-    from recollect.steps import absolute_answer_dates, is_no_info
+    from recollect.steps import is_no_info
 
     ctx = AllMethodsContext(data_dir=data_dir)
     out = []

@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for q in questions:
         start = time.monotonic()
-        out = graph.invoke({"namespace": args.namespace, "question": q.question},
-                           {"recursion_limit": recursion_limit(ctx)}, context=ctx)
+        *_, out = graph.stream({"namespace": args.namespace, "question": q.question},  # the final state values
+                               {"recursion_limit": recursion_limit(ctx)}, context=ctx, stream_mode="values")
         trace = out.get("trace") or []
         rows.append(question_row(
             q, out, start,

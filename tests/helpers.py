@@ -26,11 +26,15 @@ def make_conversation(sessions: list[list[tuple[str, str]]], conv_id: str = "con
 
 
 def run_graph(compiled: Any, ctx: AllMethodsContext, namespace: str, question: str, recursion_limit: int = 50) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run with an in-memory checkpointer; returns (output, full final state values)."""
+    """Run with an in-memory checkpointer; returns (the final values the run streamed, as `recollect.ask` returns
+    them, with trace and usage; the checkpointed state values). A run's own output is narrower: see
+    `test_output_is_the_answer_and_its_cost`."""
     g = compiled.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit}
-    out = g.invoke({"namespace": namespace, "question": question}, config, context=ctx)
-    return out, dict(g.get_state(config).values)
+    out: dict[str, Any] = {}
+    for values in g.stream({"namespace": namespace, "question": question}, config, context=ctx, stream_mode="values"):
+        out = values
+    return dict(out), dict(g.get_state(config).values)
 
 
 def nodes(trace: list[dict[str, Any]]) -> list[str]:

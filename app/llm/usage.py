@@ -78,3 +78,10 @@ def token_source(usage: dict[str, Any]) -> str:
     if not calls or est == 0:
         return "usage"
     return "estimate" if est == calls else "mixed"
+
+
+def cost_summary(usage: dict[str, Any]) -> dict[str, Any]:
+    """What one question cost, as a run's output reports it: model calls, tokens, and seconds spent in them."""
+    return {"calls": int(usage.get("calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+            "completion_tokens": int(usage.get("completion_tokens", 0)),
+            "model_seconds": round(float(usage.get("latency_s", 0.0)), 3)}

@@ -60,26 +60,26 @@ def _read(path: Path, read: Callable[[Path], Any]) -> Any:
         raise DataDirError(f"{path}: {exc}") from exc
 
 
-def _store_kind(path: Path, kind: str) -> tuple[dict[str, Any], bool]:
-    """The registry items of `kind` in the store file, and whether recollect.db was copied into it
+def _store_kind(path: Path, kind: str, namespace: str = "") -> tuple[dict[str, Any], bool]:
+    """The items of `kind` in `namespace` ("": the registry) in the store file, and whether recollect.db was copied into it
     (`migrate_doc_db`'s marker)."""
     with closing(connect_read_only(path)) as conn:
         store = RecollectSqliteStore(conn)
         store.is_setup = True  # its tables exist (or the file holds no registry): nothing to create or migrate
         try:
             docs = StoreDocs(store)
-            return docs.items("", kind), docs.get(*_MIGRATION) is not None
+            return docs.items(namespace, kind), docs.get(*_MIGRATION) is not None
         except sqlite3.OperationalError as exc:
             if _missing_table(exc):
                 return {}, False
             raise
 
 
-def _legacy_kind(path: Path, kind: str) -> dict[str, Any]:
+def _legacy_kind(path: Path, kind: str, namespace: str = "") -> dict[str, Any]:
     with closing(connect_read_only(path)) as conn:
         try:
-            rows = conn.execute("SELECT key, value FROM docs WHERE namespace='' AND kind=? ORDER BY rowid",
-                                (kind,)).fetchall()
+            rows = conn.execute("SELECT key, value FROM docs WHERE namespace=? AND kind=? ORDER BY rowid",
+                                (namespace, kind)).fetchall()
         except sqlite3.OperationalError as exc:
             if _missing_table(exc):
                 return {}
@@ -87,21 +87,22 @@ def _legacy_kind(path: Path, kind: str) -> dict[str, Any]:
     return {key: json.loads(value) for key, value in rows}
 
 
-def read_registry(data_dir: str | Path, kind: str) -> dict[str, Any]:
-    """The data directory's registry items of `kind` ("namespace", "thread") by key, written nowhere."""
+def read_registry(data_dir: str | Path, kind: str, namespace: str = "") -> dict[str, Any]:
+    """The data directory's registry items of `kind` ("namespace", "thread") by key, written nowhere; with
+    `namespace`, that namespace's documents of `kind` (a build's status)."""
     path = readable_data_dir(data_dir)
     uri = postgres_uri()
     if uri:
-        return StoreDocs(postgres_store(uri)).items("", kind)
+        return StoreDocs(postgres_store(uri)).items(namespace, kind)
     found: dict[str, Any] = {}
     backend, copied = document_backend(), False
     if backend == "langgraph" and (path / STORE_FILE).is_file():
-        found, copied = _read(path / STORE_FILE, lambda file: _store_kind(file, kind))
+        found, copied = _read(path / STORE_FILE, lambda file: _store_kind(file, kind, namespace))
     # With the store, recollect.db is still read until it has been copied in (the first open to write
     # copies it): its items are listed too, the store's winning. Once copied, it is not: a namespace
     # forgotten since then is gone from the store only.
     if (path / _LEGACY_FILE).is_file() and (backend == "recollect_db" or not copied):
-        found = _read(path / _LEGACY_FILE, lambda file: _legacy_kind(file, kind)) | found
+        found = _read(path / _LEGACY_FILE, lambda file: _legacy_kind(file, kind, namespace)) | found
     return found
 
 

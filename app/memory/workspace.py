@@ -1,7 +1,8 @@
 """A data directory: the embedded database, the Chroma client and the embedder, opened once.
 
-`open_workspace(data_dir)` is cached per process. Namespaces are validated here; every store
-method takes the namespace and can only see that namespace's documents and collections.
+`open_workspace(data_dir)` is cached per process. Namespaces are validated here (by the rule of
+recollect.namespace_ids, whose names stay importable from this module); every store method takes the
+namespace and can only see that namespace's documents and collections.
 
 A namespace is the app's own id for a user or conversation (`a@b.com`, `auth0|123`, any script):
 SQLite keys it as given (bound parameters), a LangGraph store gets an escaped label
@@ -39,8 +40,8 @@ from recollect.memory.docstore import DocStore
 from recollect.memory.embeddings import embedder_name, get_embeddings
 from recollect.memory.store_docs import STORE_FILE, Migration, StoreDocs, migrate_doc_db
 from recollect.memory.vectors import KIND_MARKER, Unit, VectorIndex
+from recollect.namespace_ids import NAMESPACE_MAX_CHARS, NamespaceError, validate_namespace  # noqa: F401
 
-NAMESPACE_MAX_CHARS = 200
 # The only namespaces accepted before any printable id was: each is its own storage name, so the
 # collections of data directories written then keep their names.
 _PLAIN_NS = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,60}[A-Za-z0-9])?$")
@@ -49,32 +50,8 @@ _SLUG_CHARS = 24  # with the hash, collection names stay within the 63 character
 _TURNS_VERSION = "turns_version"  # docs kind: one id per store_turns, so other processes see a re-ingest
 
 
-class NamespaceError(ValueError):
-    """A namespace name is invalid, or it has never been ingested."""
-
-
 class DataDirError(ValueError):
     """The data directory cannot hold the stores: it is a file, lies under one, or is not writable."""
-
-
-def validate_namespace(namespace: object) -> str:
-    """Any printable text of 1–200 characters that neither starts nor ends with a space."""
-    if not isinstance(namespace, str):
-        raise NamespaceError(f"invalid namespace {namespace!r}: it must be a string")
-    shown = repr(namespace) if len(namespace) <= 60 else repr(namespace[:60]) + "…"
-    problem = None
-    if not namespace:
-        problem = "it is empty"
-    elif len(namespace) > NAMESPACE_MAX_CHARS:
-        problem = f"{len(namespace)} characters, at most {NAMESPACE_MAX_CHARS} are allowed"
-    elif not namespace.isprintable():
-        bad = next(c for c in namespace if not c.isprintable())
-        problem = f"it holds the non-printable character {bad!r}"
-    elif namespace != namespace.strip():
-        problem = "it starts or ends with a space"
-    if problem:
-        raise NamespaceError(f"invalid namespace {shown}: {problem} (use 1–{NAMESPACE_MAX_CHARS} printable characters)")
-    return namespace
 
 
 def storage_name(namespace: str) -> str:
@@ -313,10 +290,11 @@ class Workspace:
         return {"documents": rows, "collections": collections}
 
     # --- turns (the source of truth for raw text; vectors live in the `turns` index)
-    def store_turns(self, namespace: str, conversation: Conversation) -> int:
-        """Idempotently store every turn and session; returns the number of newly embedded turns."""
+    def store_turns(self, namespace: str, conversation: Conversation, *, embed: bool = True) -> int:
+        """Idempotently store every turn and session; returns the number of newly embedded turns. `embed=False`
+        leaves the turns' vectors to a later `embed_turns` (`recollect.agent_memory` embeds them in the background)."""
         # Opened first so that an unreachable Chroma server fails the ingest before any document is written.
-        index = self.index("turns", namespace)
+        index = self.index("turns", namespace) if embed else None
         with self.docs.transaction():
             self.docs.put_many(
                 namespace, "turn", {t.id: {**t.__dict__, "img_urls": list(t.img_urls)} for t in conversation.turns}
@@ -336,12 +314,16 @@ class Workspace:
             )
             self.docs.put(namespace, _TURNS_VERSION, "current", uuid.uuid4().hex)
         self._turn_cache.pop(namespace, None)
+        return self.embed_turns(namespace, conversation.turns, index) if embed else 0
+
+    def embed_turns(self, namespace: str, turns: list[Turn], index: VectorIndex | None = None) -> int:
+        """Put `turns` in the namespace's turn vectors (those whose text is unchanged are not embedded again)."""
         units = [
             Unit(id=t.id, text=f"{t.speaker}: {t.full_text}", turn_ids=[t.id],
                  metadata={"session": t.session, "date_time": t.date_time, "speaker": t.speaker})
-            for t in conversation.turns
+            for t in turns
         ]
-        return index.upsert(units)
+        return (index or self.index("turns", namespace)).upsert(units)
 
     def turns(self, namespace: str) -> dict[str, Turn]:
         """Every turn of the namespace by id, in conversation order (cached until the next ingest, here or

@@ -7,7 +7,8 @@ loads the installed graphs wherever that directory is. The server's working dire
 dev` keeps its run queue there) lives under the data directory, never in the checkout or site-packages.
 The generated config always installs recollect's auth handlers (recollect.service.auth), whatever the
 registry says: they keep server configuration out of clients' hands even when per-user auth is off; and
-recollect's HTTP layer (recollect.service.http), which with auth on asks every route but `/ok` for a key.
+recollect's HTTP layer (recollect.service.http), which with auth on asks every route but `/ok` for a key and
+serves recollect's own MCP endpoint (recollect.service.mcp) instead of LangGraph's, behind those handlers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ def registry() -> dict[str, Any]:
     return json.loads(graph_registry_path().read_text(encoding="utf-8"))
 
 
+def graph_specs() -> dict[str, dict[str, str]]:
+    """Each served graph's `path` (module:attribute) and `description` (what it is good for, what it costs, what it
+    takes: the server gives it to the graph's assistant, and the MCP endpoint to its tool)."""
+    graphs = registry()["graphs"]
+    return {name: dict(spec) if isinstance(spec, dict) else {"path": spec, "description": ""}
+            for name, spec in graphs.items()}
+
+
 def graph_names() -> list[str]:
     return list(registry()["graphs"])
 
@@ -38,12 +47,16 @@ def write_server_config(server_dir: Path, *, auth_on: bool = False) -> Path:
     """
     config = registry()
     # Module paths only: a file path would import a graph module a second time under another name.
-    bad = {name: spec for name, spec in config["graphs"].items() if "/" in spec or spec.endswith(".py")}
+    bad = {name: spec["path"] for name, spec in graph_specs().items()
+           if "/" in spec["path"] or spec["path"].endswith(".py")}
     if bad:
         raise ValueError(f"langgraph.json must name graphs by module path (recollect.graphs.x:graph), not {bad}")
     config["dependencies"] = ["."]
     config["auth"] = {"path": AUTH_PATH, "disable_studio_auth": auth_on}
-    config["http"] = {**config.get("http", {}), "app": HTTP_APP}
+    # the key check before every route but /ok, and recollect's MCP endpoint in place of LangGraph's
+    # (recollect.service.mcp), behind the same auth handlers
+    config["http"] = {**(config.get("http") or {}), "app": HTTP_APP, "enable_custom_route_auth": True,
+                      "disable_mcp": True}
     server_dir.mkdir(parents=True, exist_ok=True)
     path = server_dir / "langgraph.json"
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

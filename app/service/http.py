@@ -9,6 +9,8 @@ function as LangGraph's `authenticate` (recollect.service.access.account_for_key
 With auth on or off it also answers a copy of a thread the caller cannot see as not found: LangGraph's copy
 route says 409 for a thread it does not find, and with auth on for one that is another user's, which tells a
 caller that the thread exists. 404 tells nothing.
+
+It also serves recollect's MCP endpoint (`/mcp`, recollect.service.mcp), which replaces LangGraph's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from recollect.service.access import AccessError, account_for_key
+from recollect.service.mcp import ROUTES as MCP_ROUTES
 
 OPEN_PATHS = frozenset({"/ok"})
 _COPY = re.compile(r"^/threads/[^/]+/copy/?$")
@@ -104,5 +107,5 @@ def _not_found_for_conflict(send: Send) -> Send:
     return relay
 
 
-# No routes of its own: LangGraph mounts its routes behind this app's middleware.
-app = Starlette(middleware=[Middleware(ServerGate)])
+# Its own routes are recollect's MCP endpoint; LangGraph mounts its routes behind this app's middleware too.
+app = Starlette(routes=MCP_ROUTES, middleware=[Middleware(ServerGate)])

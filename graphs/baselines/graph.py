@@ -106,14 +106,14 @@ rag_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_sche
 rag_builder.add_node("retrieve", rag_retrieve)
 rag_builder.add_node("answer", rag_answer)
 rag_builder.add_edge("retrieve", "answer")
-wire_question_lifecycle(rag_builder, "retrieve", "answer")
+wire_question_lifecycle(rag_builder, "retrieve", "answer", "rag")
 rag = rag_builder.compile()
 rag.name = "rag"
 
 full_context_builder = StateGraph(MemoryState, context_schema=BaselineContext, input_schema=InputState,
                                   output_schema=OutputState)
 full_context_builder.add_node("answer", full_context_answer)
-wire_question_lifecycle(full_context_builder, "answer", "answer")
+wire_question_lifecycle(full_context_builder, "answer", "answer", "full_context")
 full_context = full_context_builder.compile()
 full_context.name = "full_context"
 

@@ -77,7 +77,7 @@ builder.add_node("answer", answer)
 builder.add_conditional_edges("light", route_after_light, ["deep", "reflect"])
 builder.add_edge("deep", "reflect")
 builder.add_conditional_edges("reflect", route_after_reflect, ["light", "answer"])
-wire_question_lifecycle(builder, "light", "answer")
+wire_question_lifecycle(builder, "light", "answer", "hymem")
 
 graph = builder.compile()
 graph.name = "hymem"

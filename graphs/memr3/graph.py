@@ -40,7 +40,7 @@ builder.add_node("answer", answer)
 builder.add_edge("retrieve", "router")
 builder.add_conditional_edges("router", route_after_router, ["retrieve", "reflect", "answer"])
 builder.add_edge("reflect", "router")
-wire_question_lifecycle(builder, "retrieve", "answer")
+wire_question_lifecycle(builder, "retrieve", "answer", "memr3")
 
 graph = builder.compile()
 graph.name = "memr3"

@@ -34,8 +34,8 @@ from recollect.graphs.mgretrieval.pyramid import build_pyramid
 from recollect.graphs.mgretrieval.rounds import retrieve_round
 from recollect.graphs.mgretrieval.selection import select_keywords
 from recollect.graphs.mgretrieval.settings import MGRetrievalContext
-from recollect.graphs.mgretrieval.state import MGRetrievalOutput, MGRetrievalState
-from recollect.state import InputState
+from recollect.graphs.mgretrieval.state import MGRetrievalState
+from recollect.state import InputState, OutputState
 from recollect.steps import wire_question_lifecycle
 
 # The registry reads `graph` and `recursion_limit`, and from every graph module `AUX_LLM_NODES` (usage
@@ -55,7 +55,7 @@ def route_after_assess(state: MGRetrievalState,
 
 
 builder = StateGraph(MGRetrievalState, context_schema=MGRetrievalContext, input_schema=InputState,
-                     output_schema=MGRetrievalOutput)
+                     output_schema=OutputState)
 builder.add_node("select_keywords", select_keywords)
 builder.add_node("build_pyramid", build_pyramid)
 builder.add_node("retrieve_round", retrieve_round)
@@ -65,7 +65,7 @@ builder.add_edge("select_keywords", "build_pyramid")
 builder.add_edge("build_pyramid", "retrieve_round")
 builder.add_conditional_edges("retrieve_round", route_after_retrieve, ["assess", "rewrite"])
 builder.add_conditional_edges("assess", route_after_assess, ["retrieve_round", "rewrite"])
-wire_question_lifecycle(builder, "select_keywords", "rewrite")
+wire_question_lifecycle(builder, "select_keywords", "rewrite", "mgretrieval")
 
 graph = builder.compile()
 graph.name = "mgretrieval"

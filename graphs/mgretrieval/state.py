@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from recollect.state import MemoryState, OutputState
+from recollect.state import MemoryState
 
 
 class RoundEntry(TypedDict):
@@ -42,10 +42,3 @@ class MGRetrievalState(MemoryState):
     mg_exhausted: NotRequired[bool]
     # Appended to by each round's nodes; typed so the eval need not search the trace for them.
     mg_round_log: NotRequired[Annotated[list[RoundEntry], operator.add]]
-
-
-class MGRetrievalOutput(OutputState, total=False):
-    """The graph's output: the shared keys plus `mg_round_log`, which the eval reads from a run's
-    final values (`recollect.runner.ask` returns only the output keys)."""
-
-    mg_round_log: Annotated[list[RoundEntry], operator.add]

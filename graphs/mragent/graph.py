@@ -364,7 +364,7 @@ builder.add_conditional_edges("seed", after_seed, ["navigate", "answer"])
 builder.add_edge("navigate", "route")
 builder.add_conditional_edges("route", after_route, ["answer", "tools", "navigate"])
 builder.add_conditional_edges("tools", after_tools, ["answer", "navigate"])
-wire_question_lifecycle(builder, "extract_cues", "answer")
+wire_question_lifecycle(builder, "extract_cues", "answer", "mragent")
 
 graph = builder.compile()
 graph.name = "mragent"

@@ -14,7 +14,7 @@ FOLDERS = {"app": "recollect", "graphs": "recollect.graphs"}
 METHOD_FOLDERS = ("memr3", "mragent", "hymem", "mgretrieval", "baselines")
 # The entry points reach methods through the registry; nothing else in app/ may import recollect.graphs.
 ENTRY_POINTS = ("recollect", "recollect.api", "recollect.cli", "recollect.cli_args", "recollect.runner",
-                "recollect.ingestion", "recollect.recall", "recollect.eval", "recollect.service")
+                "recollect.ingestion", "recollect.recall", "recollect.agent_memory", "recollect.eval", "recollect.service")
 MAX_LINES = 400
 
 

@@ -105,10 +105,12 @@ def test_several_last_nodes_all_reach_finish_question() -> None:
     builder.add_node("a", lambda s: {"answer": "A"})
     builder.add_node("b", lambda s: {"answer": "B"})
     builder.add_conditional_edges("a", lambda s: "b" if "b" in s["question"] else "finish_question")
-    wire_question_lifecycle(builder, "a", ["b"])
+    wire_question_lifecycle(builder, "a", ["b"], "toy")
     g = builder.compile()
     assert g.invoke({"namespace": "x", "question": "go b"})["messages"][-1].content == "B"
-    assert g.invoke({"namespace": "x", "question": "stop"})["messages"][-1].content == "A"
+    out = g.invoke({"namespace": "x", "question": "stop"})
+    assert out["messages"][-1].content == "A" and out["method"] == "toy"
+    assert out["cost"] == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "model_seconds": 0.0}
 
 
 

@@ -91,3 +91,48 @@ def test_retriever_returns_chunk_documents(ctx: AllMethodsContext) -> None:
 def test_retriever_over_a_method_returns_its_critical_memories(ctx: AllMethodsContext) -> None:
     docs = RecollectRetriever(namespace="alice", method="rag", context=ctx).invoke("What is Ann's cat called?")
     assert [d.id for d in docs] == ["D1:1"] and "Pixel" in docs[0].page_content
+
+
+def test_namespace_templates_are_filled_from_the_run(ctx: AllMethodsContext) -> None:
+    from recollect.scoping import fill_namespace
+
+    run = {"configurable": {"user_id": "alice", "org": "acme"}}
+    assert fill_namespace("{user_id}", run) == "alice" and fill_namespace("alice", None) == "alice"
+    assert fill_namespace(("memories", "{org}", "{user_id}"), run) == "memories/acme/alice"
+    assert fill_namespace("team-{org}-{{x}}", run) == "team-acme-{x}"  # doubled braces are literal
+    with pytest.raises(NamespaceError, match="needs 'user_id'"):
+        fill_namespace("{user_id}", {"configurable": {"org": "acme"}})
+    with pytest.raises(NamespaceError, match="plain name"):
+        create_recall_tool("rag", namespace="{user_id!r}", context=ctx)
+    tool = create_recall_tool("rag", namespace=("{who}",), context=ctx)
+    assert tool.invoke({"question": "cat?"}, {"configurable": {"who": "bob"}})["answer"] == "Tiger"
+
+
+def test_the_recall_node_reads_the_runs_namespace_only(ctx: AllMethodsContext) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from recollect.recall import create_recall_node
+
+    state = {"messages": [HumanMessage("What is Ann's cat called?")]}
+    snippets = create_recall_node(namespace="{user_id}", context=ctx)(state, {"configurable": {"user_id": "alice"}})
+    texts = " ".join(m["text"] for m in snippets["recall"]["memories"])
+    assert "Pixel" in texts and "Tiger" not in texts and snippets["recall"]["answer"] == ""
+    answered = create_recall_node("rag", namespace="{user_id}", context=ctx)(state, {"configurable": {"user_id": "bob"}})
+    assert answered["recall"]["answer"] == "Tiger" and answered["recall"]["supports"] == ["D1:1"]
+    nobody = create_recall_node(namespace="{user_id}", context=ctx)(state, {"configurable": {"user_id": "new-user"}})
+    assert nobody["recall"]["memories"] == []  # a user with no memory yet recalls nothing, no error
+
+
+def test_a_graph_as_a_tool_asks_for_the_question_and_returns_the_answer(ctx: AllMethodsContext) -> None:
+    from recollect import create_graph
+
+    graph = create_graph("rag", namespace="alice", data_dir=ctx.data_dir, chat_model=ctx.chat_model)
+    tool = graph.as_tool(name="ask_memory", description="Ask the user's memory")
+    assert set(tool.args) == {"question"}
+    assert tool.tool_call_schema.model_json_schema()["required"] == ["question"]
+    out = tool.invoke({"question": "What is Ann's cat called?"})
+    assert set(out) == {"answer", "supports", "method", "cost", "messages"}
+    assert out["answer"] == "Pixel" and out["method"] == "rag" and out["cost"]["calls"] == 1
+    # chat input still works, and a run's namespace input is still honoured
+    chat = graph.invoke({"namespace": "bob", "messages": [{"role": "user", "content": "What is Ann's cat called?"}]})
+    assert chat["answer"] == "Tiger"

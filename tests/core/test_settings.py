@@ -59,7 +59,8 @@ def test_counts_and_sizes_have_ranges() -> None:
     ({"memr3_top_k": True}, "setting memr3_top_k: expected a number"),
     ({"mra_jaccard": 1.5}, "setting mra_jaccard: must be at most 1"),
     ({"memr3_rerank": "bogus"}, "setting memr3_rerank: input should be 'none' or 'hybrid'"),
-    ({"namespace": "bad name!"}, "setting namespace"),
+    ({"namespace": " lead"}, "setting namespace: it starts or ends with a space"),
+    ({"namespace": "a\nb"}, "setting namespace: it holds the non-printable character"),
     ({"profile": "best"}, "setting profile"),
 ])
 def test_bad_values_name_the_setting(overrides: dict, message: str) -> None:
@@ -67,6 +68,13 @@ def test_bad_values_name_the_setting(overrides: dict, message: str) -> None:
         AllMethodsContext(**overrides)
     with pytest.raises(ContextError, match="setting"):
         AllMethodsContext().with_overrides(**overrides)
+
+
+@pytest.mark.parametrize("namespace", ["a@b.com", "auth0|123", "Zoë Ångström", "bad name!", "x" * 200, ""])
+def test_the_namespace_setting_takes_every_valid_namespace(namespace: str) -> None:
+    """The namespace setting follows the namespace id rule (recollect.namespace_ids), "" meaning none."""
+    assert AllMethodsContext(namespace=namespace).namespace == namespace
+    assert AllMethodsContext().with_overrides(namespace=namespace).narrow(MemR3Context).namespace == namespace
 
 
 def test_a_method_context_rejects_another_methods_setting() -> None:

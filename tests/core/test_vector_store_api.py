@@ -55,12 +55,17 @@ def test_ingest_builds_the_named_methods_besides(store: InMemoryVectorStore, dat
     assert open_workspace(data_dir).docs.namespaces() == ["alice"]
 
 
+def _final(graph: Any, question: dict[str, Any]) -> dict[str, Any]:
+    """The run's final state values (with `retrieved_turn_ids`; its output holds the answer only)."""
+    return list(graph.stream(question, stream_mode="values"))[-1]
+
+
 @pytest.mark.parametrize("make", [create_memr3_graph, create_rag_graph])
 def test_memr3_and_rag_answer_from_the_store(make: Any, store: InMemoryVectorStore, data_dir: str) -> None:
     ingest(CONV, "alice", vector_store=store)
     model = ScriptedChatModel(default=reader)
     graph = make(vector_store=store, chat_model=model, data_dir=data_dir)
-    out = graph.invoke({"namespace": "alice", "question": "What is Ann's cat called?"})
+    out = _final(graph, {"namespace": "alice", "question": "What is Ann's cat called?"})
     assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
     assert "D1:1" in out["retrieved_turn_ids"]
     assert open_workspace(data_dir).docs.namespaces() == []  # nothing was read from or written to the data dir's memory
@@ -70,7 +75,7 @@ def test_k_comes_from_the_methods_own_setting(store: InMemoryVectorStore, data_d
     ingest(CONV, "alice", vector_store=store)
     rag = create_graph("rag", vector_store=store, chat_model=ScriptedChatModel(default=reader), rag_top_k=2,
                        data_dir=data_dir)
-    out = rag.invoke({"namespace": "alice", "question": "What is Ann's cat called?"})
+    out = _final(rag, {"namespace": "alice", "question": "What is Ann's cat called?"})
     assert len(out["retrieved_turn_ids"]) == 2
     # MemR3 asks for its candidate pool: documents it has shown are dropped after the call, and the
     # next retrieval still has new ones to show.

@@ -14,7 +14,14 @@ from recollect.eval import fingerprint as fpmod
 from recollect.eval import ledger_run
 from recollect.eval.estimate import parse_duration
 from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, module_closure
-from recollect.eval.ledger import BUILD_FIELDS, BUILDS_NAME, LEDGER_FIELDS, check_text_free, ledger_row, read_ledger
+from recollect.eval.ledger import (
+    BUILD_FIELDS,
+    BUILDS_NAME,
+    LEDGER_FIELDS,
+    check_text_free,
+    ledger_row,
+    read_ledger,
+)
 from recollect.eval.plan import EvalError
 from recollect.eval.runner import run_eval
 from recollect.eval.tape import uninstall

@@ -24,7 +24,7 @@ from recollect.service.access import (
     load_auth_file,
     run_namespaces,
 )
-from recollect.service.config import AUTH_PATH, HTTP_APP, registry, write_server_config
+from recollect.service.config import AUTH_PATH, HTTP_APP, graph_specs, registry, write_server_config
 from recollect.service.serve import is_loopback
 
 KEY = "alice-key-0123456789abcdef"
@@ -138,8 +138,8 @@ def test_run_settings_and_namespaces_pass() -> None:
 
 
 def test_every_served_graph_schema_leaves_out_server_and_python_only_fields() -> None:
-    for name, spec in registry()["graphs"].items():
-        module, attr = spec.split(":")
+    for name, spec in graph_specs().items():
+        module, attr = spec["path"].split(":")
         schema = getattr(importlib.import_module(module), attr).get_context_jsonschema()
         props = set(schema["properties"])
         assert props and not props & SERVER_ONLY_KEYS, (name, props & SERVER_ONLY_KEYS)
@@ -250,7 +250,8 @@ def test_the_server_config_always_installs_the_handlers(tmp_path: Path) -> None:
     on = json.loads(write_server_config(tmp_path / "b", auth_on=True).read_text())
     assert off["auth"] == {"path": AUTH_PATH, "disable_studio_auth": False}
     assert on["auth"] == {"path": AUTH_PATH, "disable_studio_auth": True}
-    assert off["http"] == on["http"] == {"app": HTTP_APP}  # the key check before every route but /ok
+    # the key check before every route but /ok, and recollect's MCP endpoint in place of LangGraph's
+    assert off["http"] == on["http"] == {"app": HTTP_APP, "enable_custom_route_auth": True, "disable_mcp": True}
     assert registry()["auth"]["path"] == AUTH_PATH  # `langgraph dev` in the checkout gets them too
 
 

@@ -528,8 +528,8 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContex
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 40}
     g.invoke({"namespace": "ns", "question": Q}, config, context=ctx.with_overrides(chat_model=m))
     n_calls = len(m.calls)
-    second = g.invoke({"namespace": "ns", "question": "Where did Ann move?"}, config,
-                      context=ctx.with_overrides(chat_model=m))
+    g.invoke({"namespace": "ns", "question": "Where did Ann move?"}, config, context=ctx.with_overrides(chat_model=m))
+    second = g.get_state(config).values
     lights = records(second, "light")
     assert lights[0]["query"] == "Where did Ann move?" and lights[0]["round"] == 0
     assert len(m.calls) - n_calls == 7  # two full rounds again, reflect included

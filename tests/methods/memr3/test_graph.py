@@ -422,9 +422,10 @@ def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContex
     model = scripted(default=by_kind(route("retrieve", evidence=["[D1:1] Ann adopted Pixel"], retrieval_query="more")))
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 30}
-    first = g.invoke({"namespace": "ns", "question": Q}, config, context=with_model(ctx, model))
-    second = g.invoke({"namespace": "ns", "question": "Which city did Ann move to?"}, config,
-                      context=with_model(ctx, model))
+    g.invoke({"namespace": "ns", "question": Q}, config, context=with_model(ctx, model))
+    first = g.get_state(config).values
+    g.invoke({"namespace": "ns", "question": "Which city did Ann move to?"}, config, context=with_model(ctx, model))
+    second = g.get_state(config).values
     assert first["iteration"] == second["iteration"] == 5  # the budget is not already spent
     assert [r["query_text"] for r in second["trace"] if r["node"] == "retrieve"][0] == "Which city did Ann move to?"
     assert [m.content for m in second["messages"] if m.type == "human"] == [Q, "Which city did Ann move to?"]

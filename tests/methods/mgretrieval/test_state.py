@@ -49,7 +49,7 @@ def test_state_keys_carry_what_the_trace_records(data: str) -> None:
 
 
 def test_the_eval_reads_the_round_kinds_from_a_runs_final_values(data: str) -> None:
-    """`recollect.runner.ask` returns the graph's output keys: `mg_round_log` is one of them, so the
+    """`recollect.runner.ask` returns the run's final state values: `mg_round_log` is one of them, so the
     registry's `eval_fields` hook sees the rounds without any trace record."""
     ctx = AllMethodsContext(data_dir=data, chat_model=main_model(False), aux_chat_model=aux_model(["apple"]),
                             **{**SPEC, "mg_max_rounds": 2})
@@ -72,8 +72,10 @@ def test_round_log_starts_again_with_each_question_on_a_thread(data: str) -> Non
                             **{**SPEC, "mg_max_rounds": 2})
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config: dict[str, Any] = {"configurable": {"thread_id": "t"}}
-    first = g.invoke({"namespace": "ns", "question": Q}, config, context=ctx)
-    second = g.invoke({"namespace": "ns", "question": "And the apple pie?"}, config, context=ctx)
+    g.invoke({"namespace": "ns", "question": Q}, config, context=ctx)
+    first = g.get_state(config).values
+    g.invoke({"namespace": "ns", "question": "And the apple pie?"}, config, context=ctx)
+    second = g.get_state(config).values
     assert round_kinds(first)["mg_rounds"] == 1  # Φ(apple) fits one round
     assert round_kinds(second)["mg_rounds"] == 1 and len(second["mg_round_log"]) == 2
 

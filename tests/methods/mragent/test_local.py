@@ -24,8 +24,8 @@ def test_mragent_answers_an_easy_question(local_ctx: AllMethodsContext, sample_f
 
     # A smaller round budget keeps the CI run short; the loop logic is covered by the unit tests.
     ctx = local_ctx.with_overrides(mra_max_rounds=4)
-    out = graph.invoke({"namespace": "mragent", "question": "What is the name of Maya's dog?"},
-                       {"recursion_limit": recursion_limit(ctx)}, context=ctx)
+    *_, out = graph.stream({"namespace": "mragent", "question": "What is the name of Maya's dog?"},
+                           {"recursion_limit": recursion_limit(ctx)}, context=ctx, stream_mode="values")
     assert out["answer"].strip()
     assert "biscuit" in out["answer"].lower()
     turns = open_workspace(ctx.data_dir).turns("mragent")
