@@ -66,14 +66,19 @@ def run_score(input_path: str, out: TextIO = sys.stdout, err: TextIO = sys.stder
         else:
             with open(input_path, encoding="utf-8") as fh:
                 results, errors = score_lines(fh)
+    except FileNotFoundError:
+        print(f"error: {input_path}: file not found", file=err)
+        return EXIT_MALFORMED
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"recollect score: cannot read {input_path}: {exc}", file=err)
+        # the CLI's one-line form (`error: <file>: <what>`); the exception's text, not a quote of the file
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        print(f"error: {input_path}: cannot read: {reason}", file=err)
         return EXIT_MALFORMED
     if errors:
         for message in errors[:_MAX_REPORTED]:
-            print(f"recollect score: {input_path}: {message}", file=err)
+            print(f"error: {input_path}: {message}", file=err)
         if len(errors) > _MAX_REPORTED:
-            print(f"recollect score: … and {len(errors) - _MAX_REPORTED} more malformed lines", file=err)
+            print(f"error: {input_path}: … and {len(errors) - _MAX_REPORTED} more malformed lines", file=err)
         return EXIT_MALFORMED
     for row in results:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -73,7 +73,12 @@ def test_malformed_line_exits_2_naming_line(tmp_path: Path, bad: str, needle: st
 
 def test_missing_file(tmp_path: Path) -> None:
     rc, rows, err = _run(str(tmp_path / "absent.jsonl"))
-    assert rc == 2 and rows == [] and "absent.jsonl" in err
+    assert rc == 2 and rows == [] and err == f"error: {tmp_path / 'absent.jsonl'}: file not found\n"
+
+
+def test_a_directory_is_one_error_line(tmp_path: Path) -> None:
+    rc, rows, err = _run(str(tmp_path))
+    assert rc == 2 and rows == [] and err.startswith(f"error: {tmp_path}: cannot read") and err.count("\n") == 1
 
 
 def test_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
