@@ -4,7 +4,9 @@ The agent is examples/agent_memory.py's shape: `recall` (the user's memory, no m
 model) -> `remember` (recollect.create_remember_node), once without the last node. Every user message is a run;
 the two agents take turns on each message (alternating which goes first) in data directories of their own.
 Per message it records when the reply was ready (the `respond` update), when the run ended, and the `remember`
-node's own time; what remember adds to a reply is the difference of the two agents' run times. The builds
+node's own time; what remember adds to a reply is the difference of the two agents' run times. After each
+run of the agent without remember, the same turns are stored in its memory untimed (`remember()`, then
+waiting for its vectors), so both agents recall the same memories and send the model the same prompts. The builds
 that call a model run in the background and are not on either path: by default the namespace has MemR3's
 chunks only (extended inside `remember`), so the background queue embeds the turns and calls no model;
 `--methods hymem` makes it build HyMem's summaries too, which then compete with the replies for the model.
@@ -78,6 +80,18 @@ def build(model: Any, ctx: AllMethodsContext, *, with_remember: bool, methods: l
     return builder.compile(checkpointer=InMemorySaver())
 
 
+def same_memory(agent: Any, ctx: AllMethodsContext, thread: str, methods: list[str]) -> None:
+    """Untimed, after a run of the agent without remember: its thread's turns join its memory as well, so
+    both agents recall the same memories and send the model the same prompts; what differs between them
+    is only what the remember node costs on the reply path (its own time, and a recall waiting for its
+    hand-off)."""
+    from recollect import remember
+
+    state = agent.get_state({"configurable": {"thread_id": thread, "user_id": "bench"}}).values
+    remember(state["messages"], namespace="bench", thread_id=thread, methods=methods or None, context=ctx)
+    wait_for_builds(timeout=600)  # its vectors too, so no work of it overlaps the next timed run
+
+
 def timed_turn(agent: Any, text: str, thread: str) -> dict[str, float]:
     """ms from the message to the reply (`respond` done), to the run's end, and spent in the `remember` node."""
     config = {"configurable": {"thread_id": thread, "user_id": "bench"}}
@@ -114,16 +128,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(args.data_dir or tempfile.mkdtemp(prefix="remember-latency-"))
     methods = [m for m in args.methods.split(",") if m]
     try:
-        agents = {}
+        agents, contexts = {}, {}
         for variant in ("without", "with"):
-            ctx = AllMethodsContext(data_dir=str(root / variant))
+            ctx = contexts[variant] = AllMethodsContext(data_dir=str(root / variant))
             agents[variant] = build(chat_model(args.model, ctx), ctx, with_remember=variant == "with", methods=methods)
+
+        def turn(variant: str, text: str) -> dict[str, float]:
+            timed = timed_turn(agents[variant], text, "t")
+            if variant == "without":
+                same_memory(agents[variant], contexts[variant], "t", methods)
+            return timed
+
         texts = messages(args.questions + 1)
-        first = {v: timed_turn(agent, texts[0], "t") for v, agent in agents.items()}  # one-off costs, apart
+        first = {v: turn(v, texts[0]) for v in agents}  # one-off costs, apart
         rows = []
         for i, text in enumerate(texts[1:], start=1):
             order = ("without", "with") if i % 2 else ("with", "without")
-            got = {v: timed_turn(agents[v], text, "t") for v in order}
+            got = {v: turn(v, text) for v in order}
             rows.append({"message": text, **{f"{v}_{k}": round(x, 1) for v in order for k, x in got[v].items()}})
         builds_done = wait_for_builds(timeout=args.build_timeout)
         added = [r["with_run_ms"] - r["without_run_ms"] for r in rows]
@@ -170,8 +191,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"Goal: remember adds at most {result['goal_ms']:.0f} ms to a reply (the remember node's p90, and the "
         f"median difference of the two runs): **{verdict}**. The reply is ready before the remember node starts; "
         "the node hands the turns to a worker thread, and the next recall waits for that thread if it is still "
-        "writing (in 'reply ready, with remember'). The difference of the two runs also holds the model's own "
-        "variation between them.",
+        "writing (in 'reply ready, with remember'). The agent without remember gets the same turns stored "
+        "after each of its runs, untimed, so both recall the same memories and send the same prompts; the "
+        "difference of the two runs still holds the model's own variation between them.",
         f"First message (one-off costs): {json.dumps(result['first_message'])}", ""])
 
 
