@@ -34,32 +34,18 @@ def _refuses(call: Callable[[], Any], error: type[BaseException], says: str) -> 
     return probe
 
 
-def _empty_reply(messages: list[Any], kwargs: dict[str, Any]) -> str:
-    """Replies to the builders' prompts that parse and fit the schema but hold nothing."""
-    from tests.core.faults import good_reply
-
-    prompt = "\n".join(str(m.content) for m in messages)
-    if prompt.startswith("List search keywords"):
-        return "[]"
-    if prompt.startswith("Rewrite this conversation session"):
-        return '{"topics": [], "facts": [], "sentences": []}'
-    if prompt.startswith("Write the key information"):
-        return '{"items": []}'
-    return good_reply(messages, kwargs)
-
-
 def _fallback_never_sticks(data: Path, builder: str) -> Callable[[], str | None]:
     """An ingest whose replies were empty falls back; the next, with a working model, builds again; a third
     makes no call."""
     def probe() -> str | None:
         import recollect
         from recollect.llm.scripted import ScriptedChatModel
-        from tests.core.faults import good_model
+        from tests.core.faults import empty_reply, good_model
 
         def ingest(model: Any) -> Any:
             return recollect.ingest(data / "good.json", builder, methods=[builder], data_dir=str(data), chat_model=model)[-1]
 
-        first = ingest(ScriptedChatModel(default=_empty_reply))
+        first = ingest(ScriptedChatModel(default=empty_reply))
         second = ingest(good_model())
         third_model = good_model()
         third = ingest(third_model)

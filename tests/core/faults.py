@@ -64,6 +64,19 @@ def good_model() -> ScriptedChatModel:
     return ScriptedChatModel(default=good_reply)
 
 
+def empty_reply(messages: list[Any], kwargs: dict[str, Any]) -> str:
+    """Replies that parse and fit the schema but hold nothing: no keyword, no sentence, no summary item
+    (issue 37: MGRetrieval kept the fallback keywords of such a reply, and never asked again)."""
+    prompt = "\n".join(str(m.content) for m in messages)
+    if prompt.startswith("List search keywords"):
+        return "[]"
+    if prompt.startswith("Rewrite this conversation session"):
+        return '{"topics": [], "facts": [], "sentences": []}'
+    if prompt.startswith("Write the key information"):
+        return '{"items": []}'
+    return good_reply(messages, kwargs)
+
+
 # Stored per ingest, not memory: a fresh id per `store_turns` (so other processes see a re-ingest), and the
 # calls an MGRetrieval session record counts (none when its replies came from the LLM cache).
 _VOLATILE_KINDS = {"turns_version"}

@@ -19,7 +19,7 @@ from recollect.llm.scripted import ScriptedChatModel, scripted
 from recollect.memory.build import BuildReport
 from recollect.memory.embeddings import HashEmbeddings
 from recollect.memory.workspace import Workspace, register_workspace
-from tests.core.faults import SAMPLE, good_model, good_reply, memory_dump, question_requests
+from tests.core.faults import SAMPLE, empty_reply, good_model, good_reply, memory_dump, question_requests
 
 LLM_BUILDERS = ("mragent", "mgretrieval", "hymem")  # each also names the graph that reads its memory
 QUESTIONS = ("What is the name of Maya's dog?", "Where does Maya work?")
@@ -38,18 +38,6 @@ def _fails_in_session_2(messages: list[Any], kwargs: dict[str, Any]) -> str:
     return "not json" if SESSION_2 in prompt else good_reply(messages, kwargs)
 
 
-def _empty_reply(messages: list[Any], kwargs: dict[str, Any]) -> str:
-    """Replies that parse and fit the schema but hold nothing: no keyword, no sentence, no summary item
-    (issue 37: MGRetrieval kept the fallback keywords of such a reply, and never asked again)."""
-    prompt = "\n".join(str(m.content) for m in messages)
-    if prompt.startswith("List search keywords"):
-        return "[]"
-    if prompt.startswith("Rewrite this conversation session"):
-        return '{"topics": [], "facts": [], "sentences": []}'
-    if prompt.startswith("Write the key information"):
-        return '{"items": []}'
-    return good_reply(messages, kwargs)
-
 
 def _blank_keywords(messages: list[Any], kwargs: dict[str, Any]) -> str:
     """Every turn named, every keyword blank or unusable; MRAgent's sentences all name no turn of the window."""
@@ -58,7 +46,7 @@ def _blank_keywords(messages: list[Any], kwargs: dict[str, Any]) -> str:
         return json.dumps({n: " , ," for n, _, _ in re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", prompt, re.M)})
     if prompt.startswith("Rewrite this conversation session"):
         return '{"topics": [], "facts": [], "sentences": [[999, "Nobody said anything.", "chat", [], ""]]}'
-    return _empty_reply(messages, kwargs)
+    return empty_reply(messages, kwargs)
 
 
 @pytest.fixture
@@ -69,7 +57,7 @@ def clean(tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"memory": memory_dump(data, "ns"), "requests": question_requests(data, [builder], QUESTIONS)}
 
 
-@pytest.mark.parametrize("junk", ["", "{\"unexpected\": true}", "\x00\ud800 not json", _empty_reply, _blank_keywords],
+@pytest.mark.parametrize("junk", ["", "{\"unexpected\": true}", "\x00\ud800 not json", empty_reply, _blank_keywords],
                          ids=["empty-text", "wrong-object", "junk", "parsed-empty", "parsed-blank"])
 @pytest.mark.parametrize("builder", LLM_BUILDERS)
 def test_a_working_model_rebuilds_every_session_a_junk_model_built(
@@ -114,7 +102,7 @@ def test_only_the_session_that_fell_back_is_built_again(tmp_path: Path, builder:
     assert _ingest(data, good_model(), builder).llm_calls == 0
 
 
-def test_an_empty_reply_cached_before_the_check_is_asked_again(tmp_path: Path) -> None:
+def test_anempty_reply_cached_before_the_check_is_asked_again(tmp_path: Path) -> None:
     """Stores written before an empty reply counted as failed: MGRetrieval's session record lists every turn as a
     fallback (and no failed call), and the LLM cache holds the empty reply. Both count as failed now."""
     from pydantic import BaseModel
