@@ -65,7 +65,10 @@ def test_server_lists_graphs_with_input_schemas(server: str) -> None:
     assistants = {a["graph_id"]: a for a in client.assistants.search(limit=50)}
     assert {"memr3", "rag", "full_context"} <= set(assistants)
     schemas = client.assistants.get_schemas(assistants["memr3"]["assistant_id"])
-    assert {"namespace", "question"} <= set(schemas["input_schema"]["properties"])
+    # a client (a tool, an MCP model) is asked for the question only; namespace and messages are still
+    # accepted as input, outside the schema (recollect.state.InputState)
+    assert set(schemas["input_schema"]["properties"]) == {"question"}
+    assert {"answer", "supports", "method", "cost"} <= set(schemas["output_schema"]["properties"])
 
 
 def test_stream_a_memr3_run_and_read_the_thread_state(server: str) -> None:
