@@ -3,16 +3,21 @@ directory and log, any free port; returns once serve prints the URL it serves.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 URL_LINE = re.compile(r"serving .* on (http://127\.0\.0\.1:(\d+))")
 
 
@@ -46,3 +51,30 @@ def stop_serve(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def serve_with_keys(root: Path, accounts: dict[str, Any], namespaces: Iterable[str], **env: str) -> Iterator[dict[str, Any]]:
+    """`recollect serve` with auth on: the sample dialogue ingested (MemR3's memory, hashing embedder, a
+    scripted model) into each of `namespaces`, `accounts` as its auth file; yields url, root, data and log."""
+    from recollect.dialogue.loaders import load_conversation
+    from recollect.graphs.registry import AllMethodsContext
+    from recollect.ingestion import ingest_conversation
+    from recollect.llm.scripted import scripted
+    from recollect.memory.embeddings import HashEmbeddings
+    from recollect.memory.workspace import Workspace, register_workspace
+    from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
+
+    data = root / "data"
+    ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
+    ctx = AllMethodsContext(data_dir=str(data), chat_model=scripted(default=scripted_callable))
+    for ns in namespaces:
+        ingest_conversation(load_conversation(SAMPLE), ns, ctx, methods=["memr3"], ws=ws)
+    auth_file = root / "auth.json"
+    auth_file.write_text(json.dumps(accounts))
+    with ScriptedEndpoint() as base_url:
+        proc, url, log = start_serve(data, base_url, RECOLLECT_AUTH_FILE=str(auth_file), **env)
+        try:
+            yield {"url": url, "root": root, "data": data, "log": log}
+        finally:
+            stop_serve(proc)

@@ -14,18 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from recollect.dialogue.loaders import load_conversation
-from recollect.graphs.registry import AllMethodsContext
-from recollect.ingestion import ingest_conversation
-from recollect.llm.scripted import scripted
-from recollect.memory.embeddings import HashEmbeddings
-from recollect.memory.workspace import Workspace, register_workspace
 from recollect.service.access import SERVER_ONLY_KEYS
-from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
-from tests.service.serving import ROOT, start_serve, stop_serve
+from tests.service.serving import SAMPLE, serve_with_keys
 
 pytestmark = [pytest.mark.service]
-SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 ALICE_KEY, BOB_KEY = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
 ACCOUNTS = {ALICE_KEY: {"user": "alice", "namespaces": ["alice", "alice-b"]},
             BOB_KEY: {"user": "bob", "namespaces": ["bob", "bob-new"]}}
@@ -35,21 +27,9 @@ MAX_BYTES = 20_000  # the server's ingest limit here: the sample dialogue (2.6 k
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("secured")
-    data = root / "data"
-    ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
-    ctx = AllMethodsContext(data_dir=str(data), chat_model=scripted(default=scripted_callable))
-    for ns in ("alice", "alice-b", "bob"):
-        ingest_conversation(load_conversation(SAMPLE), ns, ctx, methods=["memr3"], ws=ws)
-    auth_file = root / "auth.json"
-    auth_file.write_text(json.dumps(ACCOUNTS))
-    with ScriptedEndpoint() as base_url:
-        proc, url, log = start_serve(data, base_url, RECOLLECT_AUTH_FILE=str(auth_file),
-                                     RECOLLECT_INGEST_MAX_BYTES=str(MAX_BYTES))
-        try:
-            yield {"url": url, "root": root, "data": data, "log": log}
-        finally:
-            stop_serve(proc)
+    with serve_with_keys(tmp_path_factory.mktemp("secured"), ACCOUNTS, ("alice", "alice-b", "bob"),
+                         RECOLLECT_INGEST_MAX_BYTES=str(MAX_BYTES)) as served:
+        yield served
 
 
 def _client(secured: dict[str, Any], key: str | None) -> Any:

@@ -13,18 +13,10 @@ from typing import Any
 
 import pytest
 
-from recollect.dialogue.loaders import load_conversation
-from recollect.graphs.registry import AllMethodsContext
-from recollect.ingestion import ingest_conversation
-from recollect.llm.scripted import scripted
-from recollect.memory.embeddings import HashEmbeddings
-from recollect.memory.workspace import Workspace, register_workspace
 from recollect.service.config import graph_specs
-from tests.service.scripted_endpoint import ScriptedEndpoint, scripted_callable
-from tests.service.serving import ROOT, start_serve, stop_serve
+from tests.service.serving import serve_with_keys
 
 pytestmark = [pytest.mark.service]
-SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 ALICE_KEY, BOB_KEY = "alice-key-mcp-0123456789", "bob-key-mcp-0123456789ab"
 ACCOUNTS = {ALICE_KEY: {"user": "alice", "namespaces": ["alice", "alice-notes"]},
             BOB_KEY: {"user": "bob", "namespaces": ["bob"]}}
@@ -34,20 +26,8 @@ ANSWERING = ["memr3", "rag", "full_context", "mragent", "hymem", "mgretrieval"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("mcp")
-    data = root / "data"
-    ws = register_workspace(Workspace(data, embeddings=HashEmbeddings()))
-    ctx = AllMethodsContext(data_dir=str(data), chat_model=scripted(default=scripted_callable))
-    for ns in ("alice", "bob"):
-        ingest_conversation(load_conversation(SAMPLE), ns, ctx, methods=["memr3"], ws=ws)
-    auth_file = root / "auth.json"
-    auth_file.write_text(json.dumps(ACCOUNTS))
-    with ScriptedEndpoint() as base_url:
-        proc, url, log = start_serve(data, base_url, RECOLLECT_AUTH_FILE=str(auth_file))
-        try:
-            yield {"url": url, "log": log}
-        finally:
-            stop_serve(proc)
+    with serve_with_keys(tmp_path_factory.mktemp("mcp"), ACCOUNTS, ("alice", "bob")) as served:
+        yield served
 
 
 def _with_session(server: dict[str, Any], key: str, use: Callable[[Any], Awaitable[Any]]) -> Any:
