@@ -238,11 +238,12 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
     from recollect.memory.read_only import read_namespaces, read_registry
 
     # read-only: it works on a data directory this user may not write, and creates nothing in a fresh one
-    for info in read_namespaces(_context(args).data_dir):
+    data_dir = _context(args).data_dir
+    for info in read_namespaces(data_dir):
         print(f"{info.name}: conversation={info.conversation_id} sessions={len(info.sessions)} "
               f"embedder={info.embedder} built={','.join(info.built)}")
         # background builds `remember` queued
-        for status in read_registry(_context(args).data_dir, KIND, info.name).values():
+        for status in read_registry(data_dir, KIND, info.name).values():
             if status.get("state") != "done" or status.get("fallbacks"):
                 print(f"  build {describe(status)}")
     return 0
