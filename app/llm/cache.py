@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
+
 from recollect.llm.structured import StructuredResult, call_structured
 from recollect.memory.docstore import DocStore
 from recollect.prompts import prompt_hash
 
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)
 
 
 def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:
