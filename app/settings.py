@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic.json_schema import SkipJsonSchema
@@ -249,7 +249,7 @@ class Context:
     retriever: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected LangChain retriever with stable document ids (Python only; MemR3 and rag)"})
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Context:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # Which settings the caller named, so `profile` never overrides a value given explicitly.
         # Every way in (CLI --set, the SDK's `context` dict, Python keywords) passes keywords.
         self = super().__new__(cls)
@@ -268,7 +268,7 @@ class Context:
         for name in _checkers(cls):
             object.__setattr__(self, name, _check_setting(cls, name, getattr(self, name)))
 
-    def with_overrides(self, **overrides: Any) -> Context:
+    def with_overrides(self, **overrides: Any) -> Self:
         """A copy with some fields replaced; unknown names raise a clear error.
 
         The copy keeps which settings were explicit, so a new `profile` re-applies to the others.

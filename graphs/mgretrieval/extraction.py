@@ -203,8 +203,8 @@ class VocabularyBuilder:
                                      max_tokens=60 + 8 * k * len(batch), check=usable)
             if note.get("fallback"):
                 notes.append({"call": "extract_keywords", **note})
-            for tid, kws in self._batch_keywords(value or {}, batch).items():
-                found.setdefault(tid, kws)
+            for tid, batch_kws in self._batch_keywords(value or {}, batch).items():
+                found.setdefault(tid, batch_kws)
         out: dict[str, list[str]] = {}
         fallback: list[str] = []
         for turn in session.turns:
