@@ -165,7 +165,7 @@ def _checkers(cls: type) -> dict[str, tuple[TypeAdapter, float | None, float | N
     import typing
 
     hints = typing.get_type_hints(cls)
-    out = {}
+    out: dict[str, tuple[TypeAdapter, float | None, float | None, str | None, Any]] = {}
     for f in fields(cls):
         if hints[f.name] is Any:
             continue
