@@ -22,7 +22,14 @@ from langchain_core.runnables import Runnable
 
 from recollect.dialogue.loaders import load_conversation
 from recollect.dialogue.models import Conversation
-from recollect.graphs.registry import AllMethodsContext, context_class, load_graph
+from recollect.graphs.registry import (
+    AllMethodsContext,
+    BaselineSettings,
+    ChunkSettings,
+    MemR3Settings,
+    context_class,
+    load_graph,
+)
 from recollect.memory.build import BuildReport
 from recollect.memory.workspace import validate_namespace
 from recollect.settings import Context
@@ -56,7 +63,13 @@ def _with_vector_store(method: str, ctx: Context, vector_store: Any) -> Context:
         raise ValueError("give either retriever= or vector_store=, not both")
     # MemR3 drops documents it has already shown after the call, so a query asks for its candidate pool
     # (what its own chunk search ranks), not just the snippets it shows, or a second retrieval finds nothing new.
-    k = ctx.rag_top_k if method == "rag" else max(ctx.memr3_candidate_k, ctx.memr3_top_k)
+    # ctx is the method's own context (context_class): BaselineContext for rag, MemR3Context for memr3.
+    if method == "rag" and isinstance(ctx, BaselineSettings):
+        k = ctx.rag_top_k
+    elif method == "memr3" and isinstance(ctx, MemR3Settings) and isinstance(ctx, ChunkSettings):
+        k = max(ctx.memr3_candidate_k, ctx.memr3_top_k)
+    else:
+        raise TypeError(f"{type(ctx).__name__} is not method {method!r}'s context")
     return ctx.with_overrides(retriever=vector_store.as_retriever(search_kwargs={"k": k}))
 
 

@@ -334,13 +334,14 @@ def _register_eval(sub: Any) -> None:
     register(sub)
 
 
-def _database_errors() -> tuple[type[BaseException], ...]:
-    """Postgres's errors when its optional packages are installed (RECOLLECT_POSTGRES_URI)."""
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """The stores' errors: the file system's, SQLite's, and Postgres's when its optional packages are installed
+    (RECOLLECT_POSTGRES_URI). A call, so psycopg is imported only when an error is being handled."""
     try:
         import psycopg
     except ImportError:
-        return ()
-    return (psycopg.Error,)
+        return (OSError, sqlite3.Error)
+    return (OSError, sqlite3.Error, psycopg.Error)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a bad setting, an unusable data directory (DataDirError)...
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, sqlite3.Error, *_database_errors()) as exc:  # the stores failed underneath (disk full,
+    except _storage_errors() as exc:  # the stores failed underneath (disk full,
         # a damaged database, a Postgres server gone or every pooled connection busy)
         print(f"error: storage failed ({type(exc).__name__}): {exc}", file=sys.stderr)
         return 1

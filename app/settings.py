@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic.json_schema import SkipJsonSchema
@@ -165,7 +165,7 @@ def _checkers(cls: type) -> dict[str, tuple[TypeAdapter, float | None, float | N
     import typing
 
     hints = typing.get_type_hints(cls)
-    out = {}
+    out: dict[str, tuple[TypeAdapter, float | None, float | None, str | None, Any]] = {}
     for f in fields(cls):
         if hints[f.name] is Any:
             continue
@@ -249,7 +249,7 @@ class Context:
     retriever: SkipJsonSchema[Any] = field(default=None, repr=False, compare=False, metadata={
         "description": "Injected LangChain retriever with stable document ids (Python only; MemR3 and rag)"})
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Context:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # Which settings the caller named, so `profile` never overrides a value given explicitly.
         # Every way in (CLI --set, the SDK's `context` dict, Python keywords) passes keywords.
         self = super().__new__(cls)
@@ -258,16 +258,17 @@ class Context:
 
     def __post_init__(self) -> None:
         if self.profile == "paper":
-            explicit = getattr(self, "_explicit", frozenset())
+            explicit: frozenset[str] = getattr(self, "_explicit", frozenset())
             for f in fields(self):
                 if "paper" in f.metadata and f.name not in explicit:
                     object.__setattr__(self, f.name, f.metadata["paper"])
         # Every way in (CLI --set, the SDK's `context`, Python) builds a Context, so one check here
         # turns a bad value into one clear error naming the setting instead of a failure deep in a node.
-        for name in _checkers(type(self)):
-            object.__setattr__(self, name, _check_setting(type(self), name, getattr(self, name)))
+        cls: type = type(self)  # plain `type`: mypy reads a dataclass's `__hash__ = None` as its class's
+        for name in _checkers(cls):
+            object.__setattr__(self, name, _check_setting(cls, name, getattr(self, name)))
 
-    def with_overrides(self, **overrides: Any) -> Context:
+    def with_overrides(self, **overrides: Any) -> Self:
         """A copy with some fields replaced; unknown names raise a clear error.
 
         The copy keeps which settings were explicit, so a new `profile` re-applies to the others.
@@ -276,13 +277,13 @@ class Context:
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise ContextError(f"unknown context setting(s): {', '.join(unknown)}")
-        explicit = getattr(self, "_explicit", frozenset(known))
+        explicit: frozenset[str] = getattr(self, "_explicit", frozenset(known))
         kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name in explicit or not f.init}
         return type(self)(**{**kept, **overrides})
 
     def narrow(self, cls: type[C]) -> C:
         """This context as `cls` (a graph's own schema): the fields `cls` has, values and explicitness kept."""
-        explicit = getattr(self, "_explicit", frozenset())
+        explicit: frozenset[str] = getattr(self, "_explicit", frozenset())
         mine = {f.name for f in fields(self)}
         values = {f.name: getattr(self, f.name) for f in fields(cls) if f.name in mine and f.name in explicit}
         values.update({name: getattr(self, name) for name in PYTHON_ONLY if name in mine})

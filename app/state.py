@@ -12,7 +12,7 @@ import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, MessageLikeRepresentation
 from langgraph.channels.last_value import LastValue
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field, model_validator
@@ -124,7 +124,10 @@ def add_chat_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMess
     every input field, None for the ones the model left out."""
     if right is None:
         return list(left or [])
-    return add_messages(left or [], right)  # type: ignore[return-value]
+    base: list[MessageLikeRepresentation] = list(left or [])  # the list type add_messages takes (lists are invariant)
+    # add_messages is typed as returning `Messages` (a list or one message), though a list in gives a list of
+    # messages out
+    return add_messages(base, right)  # type: ignore[return-value]
 
 
 class InputState(BaseModel):

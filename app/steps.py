@@ -23,7 +23,7 @@ from recollect.llm.models import get_chat_model, model_entry
 from recollect.llm.structured import call_structured, extract_json
 from recollect.llm.usage import cost_summary
 from recollect.memory.build_status import status_note
-from recollect.memory.chunks import chunk_index
+from recollect.memory.chunks import ChunkSettings, chunk_index
 from recollect.memory.retriever import ExternalRetriever, MaskedRetriever, SnippetSource
 from recollect.memory.run_store import run_workspace
 from recollect.memory.workspace import NamespaceError, Workspace, validate_namespace
@@ -45,6 +45,9 @@ def snippet_source(ctx: Context, namespace: str) -> SnippetSource:
     """The injected LangChain retriever if any, else the namespace's masked chunk retriever."""
     if ctx.retriever is not None:
         return ExternalRetriever(ctx.retriever)
+    if not isinstance(ctx, ChunkSettings):
+        raise TypeError(f"{type(ctx).__name__} has no chunk memory settings (ChunkSettings): "
+                        "only memr3's and rag's contexts read the chunk memory")
     ws = workspace(ctx)
     ws.require_namespace(namespace)
     index = chunk_index(ws, namespace, ctx)
@@ -245,11 +248,10 @@ def start_question(state: MemoryState, runtime: Runtime[Context], schema: type =
     history = list(state.get("messages") or [])
     last = history[-1] if history else None
     update: dict[str, Any] = fresh_question_fields(schema)
-    new_chat_message = (
+    if (
         isinstance(last, HumanMessage) and bool(_message_text(last).strip())
         and last.id is not None and last.id != state.get("question_message_id")
-    )
-    if new_chat_message:
+    ):  # a new chat message
         question = _message_text(last).strip()
         message_id = last.id
         history = history[:-1]
@@ -347,7 +349,7 @@ def finish_question(state: MemoryState, runtime: Runtime[Context], method: str =
     return {**update, "messages": [reply], "method": method, "cost": cost_summary(state.get("usage") or {})}
 
 
-def wire_question_lifecycle(builder: StateGraph, first: str, last: str | list[str], method: str) -> None:
+def wire_question_lifecycle(builder: StateGraph[Any, Any, Any, Any], first: str, last: str | list[str], method: str) -> None:
     """Add `start_question` (START -> start_question -> first) and `finish_question`
     (each of `last` -> finish_question -> END) to method `method`'s graph builder.
 

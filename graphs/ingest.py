@@ -55,8 +55,9 @@ class IngestState(TypedDict):
 def _safe(message: str, samples: list[Any]) -> str:
     """A loader's error without the dialogue's own text: a LoCoMo sample named by its position instead of
     its id, quoted values elided, the length capped."""
-    ids = [(s.get("sample_id"), i) for i, s in enumerate(samples) if isinstance(s, dict)]
-    for sample_id, i in sorted((x for x in ids if isinstance(x[0], str) and x[0]), key=lambda x: -len(x[0])):
+    ids = [(sample_id, i) for i, s in enumerate(samples)
+           if isinstance(s, dict) and isinstance(sample_id := s.get("sample_id"), str) and sample_id]
+    for sample_id, i in sorted(ids, key=lambda x: -len(x[0])):
         if message.startswith(f"{LABEL}: {sample_id}"):
             message = f"{LABEL}: [{i}]" + message[len(f"{LABEL}: {sample_id}"):]
             break
@@ -104,7 +105,7 @@ def conversation_from_content(content: Any, conversation_id: str | None = None,
     if size > max_bytes:
         raise DialogueError(f"{LABEL}: {size:,} bytes is over the server's limit of {max_bytes:,} "
                             "(RECOLLECT_INGEST_MAX_BYTES); send fewer sessions per run, they extend the namespace")
-    data = content
+    data: Any = content  # a JSON value: the content, or what its text parses to
     if isinstance(content, str):
         try:
             data = parse_json_text(content, LABEL)
@@ -150,8 +151,9 @@ def ingest(state: IngestState, runtime: Runtime[AllMethodsContext]) -> dict[str,
     return {"reports": reports, "trace": emit("ingest", conversation=conversation.id, methods=methods, reports=reports)}
 
 
-def _one_node_graph(name: str, state: type, node: Callable[..., dict[str, Any]]) -> CompiledStateGraph:
-    builder = StateGraph(state, context_schema=AllMethodsContext)
+def _one_node_graph(name: str, state: type, node: Callable[..., dict[str, Any]],
+                    ) -> CompiledStateGraph[Any, AllMethodsContext, Any, Any]:
+    builder: StateGraph[Any, AllMethodsContext, Any, Any] = StateGraph(state, context_schema=AllMethodsContext)
     builder.add_node(name, node)
     builder.add_edge(START, name)
     builder.add_edge(name, END)

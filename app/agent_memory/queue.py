@@ -165,7 +165,10 @@ class BuildQueue:
             if ws.namespace_info(ns) is None:
                 raise NamespaceError(f"namespace {ns!r} does not exist")
             embedded = ws.embed_turns(ns, list(turns.values()))
-            return {"sessions": len(ws.namespace_info(ns).sessions), "seconds": round(time.monotonic() - start, 3),
+            info = ws.namespace_info(ns)  # the record as it is after embedding
+            if info is None:  # forgotten meanwhile
+                raise NamespaceError(f"namespace {ns!r} does not exist")
+            return {"sessions": len(info.sessions), "seconds": round(time.monotonic() - start, 3),
                     "llm_calls": 0, "fallbacks": [], "embedded": embedded}
         if name == CHUNKS:
             with namespace_lock(ws, ns):  # it rewrites the chunks the reply path extends

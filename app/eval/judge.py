@@ -170,8 +170,9 @@ class LLMJudge:
     def judge(self, question: str, gold: Any, prediction: str | None) -> JudgeResult:
         key = cache_key(self.model_name, self.prompt_version, question, gold, prediction)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            label, reason, raw = hit
-            return JudgeResult(label, int(label == "CORRECT"), None, 0, cached=True, reason=reason, raw=raw)
+            cached_label, cached_reason, cached_raw = hit
+            return JudgeResult(cached_label, int(cached_label == "CORRECT"), None, 0, cached=True,
+                               reason=cached_reason, raw=cached_raw)
         messages = build_judge_messages(question, gold, prediction, self.template)
         calls, last_error, raw = 0, "no attempt made", ""
         while calls < MAX_ATTEMPTS:

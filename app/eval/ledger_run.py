@@ -216,7 +216,7 @@ def _append_build(rows_dir: Path, entry: dict[str, Any]) -> None:
 def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path, stale_rows: Sequence[dict[str, Any]],
                store: TapeStore, deadline: Deadline, ask: Callable[[str, Question, Any], dict[str, Any]],
                on_text_row: Callable[[dict[str, Any]], None], show_progress: bool,
-               tick: Callable[[str], None] = lambda m: None) -> None:
+               tick: Callable[[str], object] = lambda m: None) -> None:
     """Carry over and compute every pending row, graph by graph, within the deadline."""
     builds = estimate.read_builds(rows_dir)
     by_id = {q.id: q for q in plan.questions}

@@ -201,17 +201,17 @@ def _samples_with_ids(source: Source) -> tuple[str, list[tuple[dict[str, Any], s
             items.append((s, {t.id for t in conv.turns}))
         return label, items
     items = []
-    for i, s in enumerate(source):
-        if isinstance(s, Conversation):
-            if "qa" not in s.extra:
-                raise QuestionError(f"{s.source or s.id}: conversation {s.id} carries no LoCoMo 'qa' list")
-            items.append(({"sample_id": s.id, "qa": s.extra["qa"]}, {t.id for t in s.turns}))
-        elif isinstance(s, dict):
-            conv = conversation_from_locomo(s, "<samples>", i)
-            items.append((s, {t.id for t in conv.turns}))
+    for i, entry in enumerate(source):
+        if isinstance(entry, Conversation):
+            if "qa" not in entry.extra:
+                raise QuestionError(f"{entry.source or entry.id}: conversation {entry.id} carries no LoCoMo 'qa' list")
+            items.append(({"sample_id": entry.id, "qa": entry.extra["qa"]}, {t.id for t in entry.turns}))
+        elif isinstance(entry, dict):
+            conv = conversation_from_locomo(entry, "<samples>", i)
+            items.append((entry, {t.id for t in conv.turns}))
         else:
             raise QuestionError(
-                f"<samples>[{i}]: expected a LoCoMo sample or a Conversation, got {type(s).__name__}"
+                f"<samples>[{i}]: expected a LoCoMo sample or a Conversation, got {type(entry).__name__}"
             )
     return "<samples>", items
 

@@ -53,11 +53,12 @@ def backbone_name(ctx: AllMethodsContext) -> str:
 
 def _endpoint_judge_model(name: str) -> Any:
     from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
     s = get_settings()
     return ChatOpenAI(
         base_url=s.judge_base_url or None,
-        api_key=s.judge_api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+        api_key=SecretStr(s.judge_api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"),
         model=name, temperature=0.0, timeout=s.llm_timeout_s, max_retries=s.llm_max_retries,
     )
 

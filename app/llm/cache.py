@@ -13,11 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
+
 from recollect.llm.structured import StructuredResult, call_structured
 from recollect.memory.docstore import DocStore
+from recollect.memory.store_docs import StoreDocs
 from recollect.prompts import prompt_hash
 
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)
 
 
 def cache_key(namespace: str, method: str, call: str, model: str, temperature: float, payload: Any) -> str:
@@ -28,7 +31,7 @@ def cache_key(namespace: str, method: str, call: str, model: str, temperature: f
 
 
 class LLMCache:
-    def __init__(self, docs: DocStore) -> None:
+    def __init__(self, docs: DocStore | StoreDocs) -> None:
         self.docs = docs
         self.hits = 0
         self.misses = 0

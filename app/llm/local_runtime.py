@@ -37,6 +37,7 @@ from tqdm import tqdm
 from recollect.llm.native_build import AVX512_NEEDED as _AVX512_NEEDED
 from recollect.llm.native_build import (
     CMAKE_ARGS_AVX2,
+    Echo,
     LocalModelError,
     cache_dir,
     check_json_whitespace,
@@ -114,7 +115,7 @@ def runtime_installed(runtime: str | None = None) -> bool:
     return _installed_version("llama_cpp_python") == LLAMA_VERSION
 
 
-def ensure_runtime(echo=print, runtime: str | None = None) -> None:
+def ensure_runtime(echo: Echo = print, runtime: str | None = None) -> None:
     """Install the configured runtime: xllamacpp (compiled for AVX-512, else from PyPI), or llama-cpp-python."""
     runtime = runtime or get_settings().local_runtime
     if runtime == "xllamacpp":
@@ -123,7 +124,7 @@ def ensure_runtime(echo=print, runtime: str | None = None) -> None:
     _ensure_llama_cpp_python(echo)
 
 
-def _ensure_llama_cpp_python(echo=print) -> None:
+def _ensure_llama_cpp_python(echo: Echo = print) -> None:
     args = cmake_args()
     if runtime_installed("llama-cpp-python") and importlib.util.find_spec("uvicorn") \
             and importlib.util.find_spec("sse_starlette") and _built_with() == args:
@@ -192,7 +193,7 @@ def model_verified(size: str | None = None) -> bool:
     return st.st_size == spec.size and stamp.read_text().strip() == f"{spec.sha256} {st.st_size} {int(st.st_mtime)}"
 
 
-def ensure_model(size: str | None = None, echo=print) -> Path:
+def ensure_model(size: str | None = None, echo: Echo = print) -> Path:
     """Join the part-wheels into the cache and verify the sha256 (once; later calls are instant)."""
     spec = MODELS[size or get_settings().local_model]
     path = model_path(size)
@@ -239,7 +240,7 @@ def _part_path(target: Path, module: str) -> Path:
     return Path(mod.get_part_path())
 
 
-def setup(echo=print, size: str | None = None, runtime: str | None = None) -> Path:
+def setup(echo: Echo = print, size: str | None = None, runtime: str | None = None) -> Path:
     ensure_runtime(echo, runtime)
     return ensure_model(size, echo)
 

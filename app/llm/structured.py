@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -202,7 +202,7 @@ def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency
     completion_text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
     if msg.tool_calls:
         completion_text += _dumps([tc.get("args") for tc in msg.tool_calls])
-    meta = msg.usage_metadata or {}
+    meta: Mapping[str, Any] = msg.usage_metadata or {}
     estimated = not meta or not meta.get("input_tokens")
     prompt_tokens = estimate_tokens(prompt_text) if estimated else int(meta.get("input_tokens", 0))
     completion_tokens = estimate_tokens(completion_text) if estimated else int(meta.get("output_tokens", 0))

@@ -17,9 +17,10 @@ import argparse
 import signal
 import sys
 import threading
+from typing import Any
 
 
-def build_params(args: argparse.Namespace):  # -> xllamacpp.CommonParams (untyped extension class)
+def build_params(args: argparse.Namespace) -> Any:  # xllamacpp.CommonParams (an untyped extension class)
     import xllamacpp
 
     p = xllamacpp.CommonParams()

@@ -9,13 +9,16 @@ later sessions never renumbers earlier chunks. No LLM call is made.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from recollect.dialogue.models import Conversation, Turn
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.vectors import Unit, VectorIndex
 from recollect.memory.workspace import Workspace
 from recollect.settings import setting
+
+if TYPE_CHECKING:  # imported where a build runs: recollect.memory.build loads tqdm
+    from recollect.memory.build import BuildReport, Progress
 
 
 @dataclass(kw_only=True)
@@ -71,7 +74,8 @@ def chunk_index(ws: Workspace, namespace: str, ctx: ChunkSettings) -> VectorInde
     return ws.index(chunk_kind(ctx.memr3_chunk_tokens), namespace)
 
 
-def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation, ctx: ChunkSettings, progress):  # noqa: ANN001
+def build_memr3_chunks(ws: Workspace, namespace: str, conversation: Conversation, ctx: ChunkSettings,
+                       progress: Progress) -> BuildReport:
     from recollect.memory.build import BuildReport
 
     units = chunk_turns(conversation, ctx.memr3_chunk_tokens)

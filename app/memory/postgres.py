@@ -94,10 +94,13 @@ def schema_lock(pool: ConnectionPool, wait_s: float = 300.0) -> Iterator[None]:
     end, so the two would wait for each other forever.
     """
     deadline = time.monotonic() + wait_s
-    with pool.connection() as conn:
-        while not conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (_SCHEMA_LOCK,)).fetchone()["locked"]:
+    # recollect's pools are made from a URI string (connection_pool); psycopg_pool also takes a callable
+    where = describe(pool.conninfo) if isinstance(pool.conninfo, str) else "database"
+    with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        while not (row := cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (_SCHEMA_LOCK,)).fetchone()) \
+                or not row["locked"]:
             if time.monotonic() > deadline:
-                raise PostgresError(f"another process has held the schema lock of the {describe(pool.conninfo)} "
+                raise PostgresError(f"another process has held the schema lock of the {where} "
                                     f"for {wait_s:.0f} s (creating its tables); try again when it is done")
             time.sleep(0.1)
         try:

@@ -25,7 +25,7 @@ def on_store(ws: Workspace, store: Any) -> Workspace:
     client = ws.client  # opened first, so every view shares this one client and its collection handles
     with ws._lock:
         view = ws._views.get(id(store))
-        if view is None or view.docs.store is not store:
+        if view is None or not isinstance(view.docs, StoreDocs) or view.docs.store is not store:
             view = copy.copy(ws)  # shares the client, the collection handles, the embedder and the lock
             view.docs, view._client, view._turn_cache, view._views = StoreDocs(store), client, {}, {}
             ws._views[id(store)] = view

@@ -121,7 +121,7 @@ def chroma_server_client(url: str, token: str = "") -> Any:
             or parts.query or parts.fragment or parts.username:
         raise VectorServerError(f"Chroma server URL {url!r} is not of the form http[s]://host[:port]; {fix}")
     ssl = parts.scheme == "https"
-    auth = {"chroma_client_auth_provider": "chromadb.auth.token_authn.TokenAuthClientProvider",
+    auth: dict[str, Any] = {"chroma_client_auth_provider": "chromadb.auth.token_authn.TokenAuthClientProvider",
             "chroma_client_auth_credentials": token} if token else {}
     try:
         client = chromadb.HttpClient(

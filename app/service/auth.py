@@ -14,6 +14,7 @@ rules do not cover (crons, direct edits of a thread's state) are refused (403).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -104,7 +105,7 @@ async def _thread_values(thread_id: Any) -> Any:
 
 
 @auth.on.threads.create_run
-async def on_run(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> Auth.types.FilterType | None:
+async def on_run(ctx: Auth.types.AuthContext, value: Mapping[str, Any]) -> Auth.types.FilterType | None:
     account = caller(ctx)
     try:
         named = check_run_payload(value.get("kwargs") or {}, restricted=account is not None)
@@ -122,7 +123,7 @@ async def on_run(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> Auth.typ
 
 
 @auth.on.threads.create
-async def on_thread_create(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> Auth.types.FilterType | None:
+async def on_thread_create(ctx: Auth.types.AuthContext, value: Mapping[str, Any]) -> Auth.types.FilterType | None:
     account = caller(ctx)
     if account is None:
         return None
@@ -131,7 +132,7 @@ async def on_thread_create(ctx: Auth.types.AuthContext, value: dict[str, Any]) -
 
 
 @auth.on.threads.update
-async def on_thread_update(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> Auth.types.FilterType | None:
+async def on_thread_update(ctx: Auth.types.AuthContext, value: Mapping[str, Any]) -> Auth.types.FilterType | None:
     account = caller(ctx)
     if account is None:
         return None
@@ -164,8 +165,6 @@ async def on_thread_search(ctx: Auth.types.AuthContext, value: Any) -> Auth.type
     return {"owner": account.user}
 
 
-@auth.on.assistants.create
-@auth.on.assistants.update
 async def on_assistant_write(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
     account = caller(ctx)
     try:
@@ -178,13 +177,21 @@ async def on_assistant_write(ctx: Auth.types.AuthContext, value: Any) -> Auth.ty
     return {"owner": account.user}  # the server's own assistants (created_by system) stay unchanged
 
 
-@auth.on.assistants.read
-@auth.on.assistants.search
+# Registered by calls, not stacked decorators: each decorator returns the handler typed for its own action only.
+auth.on.assistants.create(on_assistant_write)
+auth.on.assistants.update(on_assistant_write)
+
+
 async def on_assistant_read(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
     account = caller(ctx)
     if account is None:
         return None
-    return {"$or": [{"owner": account.user}, {"created_by": "system"}]}
+    # langgraph_sdk's FilterType leaves out "$or", which the server's filters take (langgraph_runtime_inmem.ops)
+    return {"$or": [{"owner": account.user}, {"created_by": "system"}]}  # type: ignore[return-value]
+
+
+auth.on.assistants.read(on_assistant_read)
+auth.on.assistants.search(on_assistant_read)
 
 
 @auth.on.assistants.delete

@@ -29,11 +29,11 @@ from starlette.routing import Route
 
 from recollect.service.mcp_tools import (
     Tool,
-    annotations,
     catalog,
     input_schema,
     namespace_property,
     output_schema,
+    tool_annotations,
 )
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -92,7 +92,7 @@ async def _list(request: Request) -> dict[str, Any]:
     for tool in (await _tools(request)).values():
         namespace = namespace_property(allowed, tool.namespace or default)
         entry: dict[str, Any] = {"name": tool.name, "title": tool.name, "description": tool.description,
-                                 "inputSchema": input_schema(tool, namespace), "annotations": annotations(tool)}
+                                 "inputSchema": input_schema(tool, namespace), "annotations": tool_annotations(tool)}
         schema = output_schema(tool)
         if schema is not None:
             entry["outputSchema"] = schema

@@ -95,7 +95,7 @@ def input_schema(tool: Tool, namespace: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
-def annotations(tool: Tool) -> dict[str, Any]:
+def tool_annotations(tool: Tool) -> dict[str, Any]:
     """MCP's hints: answering reads, remember and ingest add (idempotently), forget destroys."""
     return {"readOnlyHint": tool.kind() == "answer", "destructiveHint": tool.graph == "forget",
             "idempotentHint": tool.graph in ("remember", "ingest", "forget"), "openWorldHint": False}

@@ -128,10 +128,10 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     usage: dict[str, Any] = {}
     selected: list[Unit] = []
     notes = []
-    for batch, (picked, u, note) in zip(batches, results, strict=True):
+    for batch, (picked, u, batch_note) in zip(batches, results, strict=True):
         usage = merge_usage(usage, u)
         selected.extend(batch[i] for i in picked)
-        notes.append(note)
+        notes.append(batch_note)
     selected = list({u.id: u for u in selected}.values())
 
     sessions = load_sessions(workspace(ctx), ns)
@@ -141,8 +141,10 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         out: list[str] = []
         for u in units:
             sid = u.metadata.get("session")
-            doc = sessions.get(sid) if sid else None
-            if doc is None or sid in out:
+            if not sid or sid in out:
+                continue
+            doc = sessions.get(sid)
+            if doc is None:
                 continue
             if set(doc.get("turn_ids") or []) <= masks:
                 continue  # every turn was shown in an earlier round; its content lives in the pool
@@ -170,12 +172,12 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         )}
 
     # Session cap, then the prompt budget (whole sessions in selection order; the first may be cut).
-    pool = pool_line(draft)
+    pool_lines = pool_line(draft)
     budget = ctx.max_prompt_tokens - estimate_tokens(load_prompt("hymem", "deep_answer") + question
-                                                     + "".join(pool)) - MAX_TOKENS
+                                                     + "".join(pool_lines)) - MAX_TOKENS
     shown = fit_sessions(sessions, chosen, ctx.hymem_deep_max_sessions, budget)
     shown_turns = shown.turn_ids
-    context = shown.lines + pool
+    context = shown.lines + pool_lines
 
     res = call(ctx, "deep_answer", DeepReply, "deep_answer", question=question, context="\n".join(context),
                style=answer_style(ctx, "deep"))

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -160,7 +161,8 @@ def _nearest_turns(ws: Workspace, text: str, turns: tuple[Turn, ...], k: int = N
     """The k turns of the session most similar to `text`, in conversation order."""
     if not turns:
         return []
-    vecs = np.asarray(ws.embeddings.embed_documents([turn_line(t) for t in turns]), dtype=np.float32)
+    vecs: npt.NDArray[np.floating[Any]] = np.asarray(ws.embeddings.embed_documents([turn_line(t) for t in turns]),
+                                                   dtype=np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms == 0, 1.0, norms)
     q = np.asarray(ws.embeddings.embed_query(text), dtype=np.float32)

@@ -84,7 +84,7 @@ class RouterReply(BaseModel):
 
 def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
     """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint)."""
-    return create_model(  # type: ignore[call-overload]
+    return create_model(
         "RouterDecision",
         __base__=RouterReply,
         decision=(str, Field(json_schema_extra={"enum": list(allowed)})),

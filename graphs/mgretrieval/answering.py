@@ -104,8 +104,8 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
         if not critical and reply.answer.strip():
             # Our addition: an answer that names no critical memory keeps the shown memories that
             # contain it, so H (and therefore supports) is not silently empty.
-            grounded = grounded_supports(ctx, ns, reply.answer, list(pool), limit=cap)
-            critical = [pool[i] for i in grounded]
+            containing = grounded_supports(ctx, ns, reply.answer, list(pool), limit=cap)
+            critical = [pool[i] for i in containing]
             if critical:
                 note = {"critical_from": "memories containing the answer (the reply listed none)"}
         if not critical and ctx.mg_keep_critical_when_none:
@@ -119,7 +119,7 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
         answer, sufficient = previous, False
         critical = _critical_fallback(ws, ns, question, _union(held, new), cap)
         note = {**res.failure_note(), "fallback_rule": "keep a(r-1); H(r) = H(r-1) ∪ R̃(r) cut by similarity"}
-    grounded = None
+    grounded: bool | None = None
     if claimed and ctx.mg_assess_grounding:
         # Our addition (false = the spec): the model's "sufficient" is accepted only when the answer is
         # in the memories it was shown (their text and date); a "no information" answer never is.

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
@@ -115,7 +116,8 @@ class VocabularyBuilder:
         entries = list(self.vocab.entries)
         self._ensure_vectors(entries)
         matrix = np.vstack([self._vectors[e] for e in entries])
-        kw_vecs = np.asarray(self.ws.embeddings.embed_documents(list(keywords)), dtype=np.float32)
+        kw_vecs: npt.NDArray[np.floating[Any]] = np.asarray(self.ws.embeddings.embed_documents(list(keywords)),
+                                                            dtype=np.float32)
         norms = np.linalg.norm(kw_vecs, axis=1, keepdims=True)
         kw_vecs = kw_vecs / np.where(norms == 0, 1, norms)
         sims = kw_vecs @ matrix.T
@@ -201,8 +203,8 @@ class VocabularyBuilder:
                                      max_tokens=60 + 8 * k * len(batch), check=usable)
             if note.get("fallback"):
                 notes.append({"call": "extract_keywords", **note})
-            for tid, kws in self._batch_keywords(value or {}, batch).items():
-                found.setdefault(tid, kws)
+            for tid, batch_kws in self._batch_keywords(value or {}, batch).items():
+                found.setdefault(tid, batch_kws)
         out: dict[str, list[str]] = {}
         fallback: list[str] = []
         for turn in session.turns:

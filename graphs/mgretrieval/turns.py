@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from recollect.dialogue.models import Turn
 from recollect.memory.embeddings import cosine_matrix
@@ -47,7 +48,7 @@ def similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -
         turns = ws.turns(namespace)
         texts = [f"{turns[i].speaker}: {turns[i].full_text}" if i in turns else i for i in missing]
         vecs.update(zip(missing, ws.embeddings.embed_documents(texts), strict=False))
-    matrix = np.asarray([vecs[i] for i in ids], dtype=np.float32)
+    matrix: npt.NDArray[np.floating[Any]] = np.asarray([vecs[i] for i in ids], dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = matrix / np.where(norms == 0, 1, norms)
     sims = cosine_matrix(ws.embeddings.embed_query(question), matrix)

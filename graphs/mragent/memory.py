@@ -24,6 +24,7 @@ Modules: `windows.py` (the windows), `formats.py` (reply schemas per format), `v
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from recollect.dialogue.models import Conversation, Session
@@ -79,7 +80,7 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
             max_tokens=completion_cap(fmt.rewrite_cap, len(window)), report=report,
             # a reply that fits the schema but names no turn would leave every turn a fallback sentence:
             # failed, so the session is stamped a fallback and built again by the next ingest
-            check=lambda reply, window=window, numbers=turn_numbers: empty_rewrite(reply, window, numbers),
+            check=partial(empty_rewrite, window=window, numbers=turn_numbers),
         )
         reply_a = call_a.value
         if reply_a is None:
@@ -111,8 +112,8 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
                 cache, cache_key(namespace, METHOD, fmt.cues, mname, temp, payload_b), model, msgs_b,
                 fmt.cue_schema, node="mragent_keywords", method=ctx.structured_method,
                 max_tokens=completion_cap(fmt.cue_cap, len(res.events)), report=report,
-                check=lambda reply, events=res.events, numbers=sentence_numbers: empty_cues(
-                    reply, events, ctx.mra_cues_accept_turn_ids, numbers),
+                check=partial(empty_cues, events=res.events, accept_turn_ids=ctx.mra_cues_accept_turn_ids,
+                              numbers=sentence_numbers),
             )
             reply_b = call_b.value
             if reply_b is None:

@@ -19,6 +19,7 @@ from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.protocol import KEEP_TOOL, call_text
 from recollect.graphs.mragent.seed import SEED_SECTIONS
 from recollect.graphs.mragent.settings import MRAgentContext
+from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.tools import REGISTRY, tool_catalog
 from recollect.llm.usage import estimate_tokens
@@ -153,7 +154,7 @@ def _finish(rendered: Rendered) -> Rendered:
     return rendered
 
 
-def navigate_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
+def navigate_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
     """The navigate prompt: H, seed, newest results turn by turn, earlier calls — all under one hard budget."""
     it = state.get("iteration", 0)
     total = state.get("mra_calls_total", 0)
@@ -179,7 +180,7 @@ def navigate_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) 
     return _finish(rendered)
 
 
-def final_prompt(state: dict[str, Any], ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
+def final_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
     """The forced final prompt: H first, then tool results newest round first (raw turns, dates,
     persona facts), then the seed — as much as fits."""
     pieces = dict(question=state["question"], answer_rules=load_prompt(P, "answer_rules"))

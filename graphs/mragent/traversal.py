@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from recollect.graphs.mragent.cues import cue_norm, cue_tokens
 from recollect.graphs.mragent.layout import TOPIC_ID, shaped_like_id
@@ -106,7 +107,7 @@ def _rank_tags(tc: ToolContext, tags: list[str]) -> list[str]:
     """Tags by embedding similarity to the question (deterministic, no LLM call; README.md in this folder)."""
     emb = tc.graph.ws.embeddings
     _EMB[id(emb)] = emb
-    vecs = np.asarray([_embed_cached(id(emb), t) for t in tags], dtype=np.float32)
+    vecs: npt.NDArray[np.floating[Any]] = np.asarray([_embed_cached(id(emb), t) for t in tags], dtype=np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms == 0, 1, norms)
     sims = cosine_matrix(list(_embed_cached(id(emb), tc.question)), vecs)
