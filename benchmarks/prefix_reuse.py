@@ -47,8 +47,11 @@ from recollect.llm.scripted import ScriptedChatModel  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-# Smaller chunks than the default so the 24-turn sample needs several retrievals, as a long history does.
+# Smaller chunks than the default so the 24-turn sample needs several retrievals, as a long history does
+# (the default run of `record`); the report also runs MemR3's default chunks (256 tokens, top 5), where the
+# first retrieval shows the whole sample and the turns are a larger share of each prompt.
 MEMR3_BASE = {"memr3_chunk_tokens": 64, "memr3_top_k": 2}
+MEMR3_CONFIGS = {"chunks 64, top 2": MEMR3_BASE, "chunks 256, top 5 (defaults)": {}}
 # (question, MemR3 router decisions in order, MRAgent navigate plan: "call" rounds then "answer", or "never")
 QUESTIONS: list[tuple[str, list[str], list[str]]] = [
     ("What kind of dog did Maya adopt?", ["answer"], ["answer"]),
@@ -171,7 +174,8 @@ class Policy:
 def _context(data_dir: str, settings: dict[str, Any], model: Any) -> AllMethodsContext:
     known = {f.name for f in fields(AllMethodsContext)}
     given = {k: v for k, v in settings.items() if k in known}  # a setting this code lacks is its default
-    return AllMethodsContext(data_dir=data_dir, chat_model=model, **{**MEMR3_BASE, **given})
+    base = {} if "memr3_chunk_tokens" in settings else MEMR3_BASE
+    return AllMethodsContext(data_dir=data_dir, chat_model=model, **{**base, **given})
 
 
 def _ingest(data_dir: str) -> None:
@@ -182,6 +186,9 @@ def _ingest(data_dir: str) -> None:
     fake.sessions = conv.sessions
     ctx = _context(data_dir, {"mra_ingest_cues": "llm"}, ScriptedChatModel(default=fake))
     ingest_conversation(conv, "sample", ctx, methods=["memr3", "mragent"])
+    for chunks in MEMR3_CONFIGS.values():  # each chunk size is its own index
+        ingest_conversation(conv, "sample", _context(data_dir, {"memr3_chunk_tokens": 256, **chunks}, None),
+                            methods=["memr3"])
 
 
 def _keyword(question: str) -> str:
@@ -249,9 +256,12 @@ LAYOUT_ONLY = {"memr3": {"memr3_skip_forced_router": False}, "mragent": {"mra_re
 
 def measure(data_dir: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for graph in GRAPHS:
+    runs_of = [(f"memr3 ({label})", "memr3", chunks) for label, chunks in MEMR3_CONFIGS.items()]
+    for label, graph, extra in [*runs_of, ("mragent", "mragent", None)]:
         rows = {}
         for name, settings in (("off", OFF[graph]), ("layout_only", LAYOUT_ONLY[graph]), ("on", {})):
+            if extra is not None:
+                settings = {"memr3_chunk_tokens": 256, **extra, **settings}
             runs = record(graph, settings, data_dir)
             per_q = [simulate([chat_text(r) for r in run["requests"]]) for run in runs]
             n = len(per_q)
@@ -262,7 +272,7 @@ def measure(data_dir: str) -> dict[str, Any]:
                 "per_question": [{"question": run["question"], **q, "skipped_calls": len(run["skipped"])}
                                  for run, q in zip(runs, per_q, strict=True)],
             }
-        out[graph] = rows
+        out[label] = rows
     return out
 
 

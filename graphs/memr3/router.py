@@ -111,7 +111,7 @@ def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
         "memr3_reflect_streak": 0,
         "memr3_tracker": [{"iteration": iteration + 1, "decision": "answer", "evidence": evidence, "gaps": gaps}],
         "trace": emit("router", iteration=iteration + 1, decision="answer", forced="answer", model_decision=None,
-                      skipped_call=True, skip_reason="the iteration budget forces answer and the answer call "
+                      skipped_call="router", skip_reason="the iteration budget forces answer and the answer call "
                       "reads the same latest turns (memr3_skip_forced_router)", n_evidence=len(evidence),
                       n_gaps=len(gaps)),
     }
