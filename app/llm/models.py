@@ -36,6 +36,8 @@ def _compat_class() -> type:
 
         # The embedded xllamacpp server's model only: a key of JSON_WHITESPACE (settings.local_json_whitespace).
         recollect_json_whitespace: str = ""
+        # The embedded server's slots (settings.local_parallel); above 1, each run's calls are pinned to one.
+        recollect_slots: int = 0
 
         def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
@@ -44,6 +46,9 @@ def _compat_class() -> type:
                 payload["max_tokens"] = payload["max_completion_tokens"]
             if self.recollect_json_whitespace in JSON_WHITESPACE:
                 json_grammar(payload, JSON_WHITESPACE[self.recollect_json_whitespace])
+            if self.recollect_slots > 1 and (slot := run_slot(self.recollect_slots)) is not None:
+                # llama.cpp's `id_slot`: the run's calls stay on one slot, whose KV holds its previous prompt.
+                payload["extra_body"] = {**(payload.get("extra_body") or {}), "id_slot": slot}
             return payload
 
     return CompatChatOpenAI
@@ -75,7 +80,39 @@ def json_grammar(payload: dict[str, Any], options: dict[str, Any]) -> None:
                              "grammar": "%llguidance {}\nstart: %json " + json.dumps(schema)}
 
 
-def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "") -> BaseChatModel:
+_SLOTS: dict[str, int] = {}  # thread id -> slot, newest last (bounded)
+_SLOTS_KEPT = 4096
+_next_slot = 0
+
+
+def run_slot(slots: int) -> int | None:
+    """The slot of the graph run this call belongs to, by its thread id; None outside a run.
+
+    A question's calls share a prefix (graphs/memr3/layout.py, graphs/mragent/prompting.py) that llama.cpp
+    keeps in the KV of the slot that served the last call. Without `id_slot` the server picks the idle slot
+    whose prompt is most similar, which another run's call may hold by then when several run at once. New
+    runs get the slots in turn, so runs started together spread over the slots.
+    """
+    global _next_slot
+    try:
+        from langgraph.config import get_config
+
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # not inside a graph run (a builder's batch, a benchmark's direct call)
+        return None
+    if not thread:
+        return None
+    key = str(thread)
+    with _LOCK:
+        if key not in _SLOTS:
+            _SLOTS[key] = _next_slot % slots
+            _next_slot += 1
+            while len(_SLOTS) > _SLOTS_KEPT:
+                _SLOTS.pop(next(iter(_SLOTS)))
+        return _SLOTS[key] % slots
+
+
+def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "", slots: int = 0) -> BaseChatModel:
     s = get_settings()
     return _compat_class()(
         base_url=base_url or None,
@@ -90,6 +127,7 @@ def _openai(base_url: str, api_key: str, model: str, json_whitespace: str = "") 
         # callback of LangGraph's `messages` stream would switch each call to a streamed request.
         disable_streaming=True,
         recollect_json_whitespace=json_whitespace,
+        recollect_slots=slots,
     )
 
 
@@ -124,7 +162,9 @@ def default_chat_model() -> BaseChatModel:
     else:
         server = local_server()
         ws = s.local_json_whitespace if server.runtime == "xllamacpp" else ""
-        model = _openai(server.base_url, "local", server.spec.alias, json_whitespace=ws)
+        # Only the embedded llama.cpp server gets `id_slot`: another endpoint may reject a field it does not know.
+        slots = s.local_parallel if server.runtime == "xllamacpp" else 0
+        model = _openai(server.base_url, "local", server.spec.alias, json_whitespace=ws, slots=slots)
     with _LOCK:
         _MODELS[key] = model
     return model

@@ -16,12 +16,12 @@ from langgraph.runtime import Runtime
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.budget import pack
 from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.graphs.memr3.layout import answer_budget_prompt, answer_messages
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
-from recollect.prompts import load_prompt, render_prompt
 from recollect.steps import (
     NO_INFO,
     AnswerReply,
@@ -31,15 +31,15 @@ from recollect.steps import (
     grounded_in,
     grounded_supports,
     is_no_info,
-    messages,
     workspace,
 )
 from recollect.trace import emit
 
 
 def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
-                 budget: int) -> list[tuple[list[str], str]]:
-    """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them.
+                 budget: int) -> tuple[list[tuple[list[str], str]], int]:
+    """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them;
+    and how many of them are snippets.
 
     Both stop at the first one that does not fit `budget`; the best snippet is always shown.
     """
@@ -52,7 +52,7 @@ def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
     turns = workspace(ctx).turns(state["namespace"]) if missing and ctx.retriever is None else {}
     lines = [(tid, turn.render()) for tid in missing if (turn := turns.get(tid)) is not None]
     cited = pack(lines, budget, lambda line: estimate_tokens(line[1]), used=snippets.used)
-    return out + [([tid], line) for tid, line in cited.kept]
+    return out + [([tid], line) for tid, line in cited.kept], len(snippets.kept)
 
 
 def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
@@ -69,16 +69,13 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     show_turns = mode == "always" or (mode == "when_thin" and thin)
     values = {"question": question, "evidence": bullets(evidence), "draft": draft or "(none)"}
     shown: list[tuple[list[str], str]] = []
+    n_snippets = 0
     if show_turns:
-        fixed = estimate_tokens(load_prompt("memr3", "answer_turns") + "".join(values.values())) + 150
-        shown = answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
-        turns = "\n".join(t for _, t in shown) or "(none)"
-        user = render_prompt("memr3", "answer_turns", turns=turns, **values)
-    else:
-        user = render_prompt("memr3", "answer", **values)
+        fixed = estimate_tokens(answer_budget_prompt(ctx, True) + "".join(values.values())) + 150
+        shown, n_snippets = answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
     res = call_structured(
-        get_chat_model(ctx), messages(None, user), AnswerReply, node="answer",
-        method=ctx.structured_method, max_tokens=120,
+        get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets),
+        AnswerReply, node="answer", method=ctx.structured_method, max_tokens=120,
     )
     reply = res.value
     replied = clean_answer(reply.answer) if reply else ""

@@ -8,10 +8,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from recollect.budget import pack
+from recollect.graphs.memr3.layout import router_budget_prompt
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.usage import estimate_tokens
-from recollect.prompts import load_prompt
 from recollect.steps import snippet_source
 from recollect.trace import emit
 
@@ -35,7 +35,7 @@ def retrieve(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any
     # Prompt budget: drop the lowest-ranked chunks first (a smaller one further down may still fit);
     # the best chunk is always shown. Dropped chunks are not masked, so a later retrieval can bring them.
     fixed = estimate_tokens(
-        load_prompt("memr3", "router_system") + question + "\n".join(state.get("evidence") or [])
+        router_budget_prompt(ctx) + question + "\n".join(state.get("evidence") or [])
         + "\n".join(state.get("gaps") or []) + (state.get("memr3_reasoning") or "")
     ) + 150
     packed = pack(units, ctx.max_prompt_tokens, lambda u: estimate_tokens(u.text), used=fixed,

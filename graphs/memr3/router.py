@@ -13,13 +13,14 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from recollect.dialogue.turn_ids import TurnIdMatcher
+from recollect.graphs.memr3.layout import router_messages, snippet_lines
 from recollect.graphs.memr3.nodes import opportunity
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.prompts import load_prompt, render_prompt
-from recollect.steps import bullets, messages
+from recollect.steps import bullets
 from recollect.trace import emit
 
 DECISIONS = ("retrieve", "reflect", "answer")
@@ -94,8 +95,26 @@ def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
 _SCHEMAS = {a: router_schema(a) for a in [DECISIONS, *((d,) for d in DECISIONS)]}
 
 
-def _snippet_lines(snippets: list[dict[str, Any]]) -> str:
-    return "\n".join(s["text"] for s in snippets) if snippets else "(no new snippets)"
+def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
+    """The budget call made without the model (memr3_skip_forced_router): its decision is forced to answer,
+    and the answer call reads the latest turns and the evidence so far itself. Evidence, gaps and any draft
+    stay as they are; the trace says the call was skipped and why."""
+    evidence = list(state.get("evidence") or [])
+    gaps = list(state.get("gaps") or [])
+    return {
+        "iteration": iteration + 1,
+        "memr3_decision": "answer",
+        "memr3_forced": None,
+        "memr3_decision_forced": True,
+        "memr3_router_fallback": False,
+        "memr3_reasoning": None,
+        "memr3_reflect_streak": 0,
+        "memr3_tracker": [{"iteration": iteration + 1, "decision": "answer", "evidence": evidence, "gaps": gaps}],
+        "trace": emit("router", iteration=iteration + 1, decision="answer", forced="answer", model_decision=None,
+                      skipped_call="router", skip_reason="the iteration budget forces answer and the answer call "
+                      "reads the same latest turns (memr3_skip_forced_router)", n_evidence=len(evidence),
+                      n_gaps=len(gaps)),
+    }
 
 
 def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
@@ -116,20 +135,19 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         render_prompt("memr3", "directive_forced", decision=forced) if forced
         else load_prompt("memr3", "directive_normal")
     )
+    if budget_call and ctx.memr3_skip_forced_router and ctx.memr3_answer_snippets == "always":
+        return _skipped_budget_call(state, iteration)
     queries = state.get("memr3_queries") or []
-    user = render_prompt(
-        "memr3",
-        "router_user",
-        question=state["question"],
-        evidence=bullets(state.get("evidence") or []),
-        gaps=bullets(state.get("gaps") or []),
-        snippets=_snippet_lines(state.get("memr3_snippets") or []),
-        reasoning=state.get("memr3_reasoning") or "(none)",
-        prior_query=queries[-1] if queries else "(none)",
-    )
-    system = render_prompt("memr3", "router_system", directive=directive)
+    values = {
+        "question": state["question"],
+        "evidence": bullets(state.get("evidence") or []),
+        "gaps": bullets(state.get("gaps") or []),
+        "snippets": snippet_lines(state.get("memr3_snippets") or []),
+        "reasoning": state.get("memr3_reasoning") or "(none)",
+        "prior_query": queries[-1] if queries else "(none)",
+    }
     res = call_structured(
-        get_chat_model(ctx), messages(system, user), _SCHEMAS[allowed], node="router",
+        get_chat_model(ctx), router_messages(ctx, directive, values), _SCHEMAS[allowed], node="router",
         method=ctx.structured_method, max_tokens=400,
     )
 

@@ -49,6 +49,23 @@ class MemR3Settings:
     memr3_answer_rewrite: bool = setting(
         False, "MemR3: rewrite the answer into a short span with one more call (false = spec)")
 
+    # Issue 34 (no paper setting: the paper's prompts are the "false" layout). On a CPU a call costs its
+    # prompt's prefill, and llama.cpp reuses the longest common prefix with the slot's previous prompt.
+    # True: every call of a question sends the same system message, then the question and the latest
+    # retrieval's turns, then the step's own task (layout.py in this folder); each call sees what it saw
+    # before. False = the paper's prompts, byte for byte.
+    memr3_prefix_layout: bool = setting(
+        True, "MemR3: lay out the router and answer prompts as one shared prefix (frame, question, latest turns) "
+              "and a per-step task, so a server's prompt cache reuses the prefix (false = the paper's prompts)",
+        paper=False)
+    # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
+    # with memr3_answer_snippets = always the answer call reads the same latest turns and the evidence so far
+    # itself. True: that router call is not made (the trace's router record says skipped_call and why); the
+    # answer call follows directly. False = the paper's calls.
+    memr3_skip_forced_router: bool = setting(
+        True, "MemR3: skip the router call the iteration budget forces to answer when the answer call reads the "
+              "same turns (memr3_answer_snippets=always); false = the paper's calls", paper=False)
+
     @property
     def memr3_retrieval_budget(self) -> int:
         return self.memr3_max_retrieval_attempts or self.memr3_max_iterations

@@ -294,6 +294,11 @@ def _forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> t
     return shown, None, usage, content
 
 
+def _short_span(text: str, max_words: int) -> bool:
+    """An answer the span rewrite can only restate: at most `max_words` words and no digit (0: none is)."""
+    return 0 < len(text.split()) <= max_words and not any(ch.isdigit() for ch in text)
+
+
 def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
@@ -319,7 +324,10 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown)
     supports = map_supports(cited, visible, g.turns)
     draft_text = text
-    if ctx.mra_answer_rewrite and text and not is_no_info(text):
+    if ctx.mra_answer_rewrite and text and not is_no_info(text) and _short_span(text, ctx.mra_rewrite_skip_words):
+        note.update(skipped_call="rewrite_answer", skip_reason=f"the answer is already a span of at most "
+                    f"{ctx.mra_rewrite_skip_words} words with no digit (mra_rewrite_skip_words)")
+    elif ctx.mra_answer_rewrite and text and not is_no_info(text):
         # Our addition (false = spec): the span rewrite, shown the cited turns and then the kept memories.
         shown_mems = answer_memories(g, supports, state.get("critical_memories") or [])[:REWRITE_MEMORIES]
         rewritten = rewrite_answer(ctx, state["question"], text, shown_mems, node="rewrite_answer")

@@ -128,17 +128,22 @@ def _results(out: _Out, log: list[dict[str, Any]], rnd: int) -> str:
     return "\n".join(lines) or "(none)"
 
 
-def _earlier(out: _Out, log: list[dict[str, Any]], rnd: int) -> str:
+def _earlier(out: _Out, log: list[dict[str, Any]], rnd: int, oldest_first: bool = False) -> str:
+    """One line per earlier call; the newest ones are listed when not all fit. `oldest_first` (the prefix
+    layout) prints the same lines in call order, so each round's list extends the last one's."""
     lines: list[str] = []
+    note: list[str] = []
     older = [e for e in reversed(log) if e["round"] < rnd]
     for n, entry in enumerate(older):
         ids = entry.get("result_ids") or []
         listed = ", ".join(ids[:MAX_IDS_PER_LINE]) + (f" (+{len(ids) - MAX_IDS_PER_LINE})" if len(ids) > MAX_IDS_PER_LINE else "")
         what = f"error: {entry['error']}" if entry.get("error") else (f"ids: {listed}" if ids else "nothing new")
         if not out.text(lines, f"[round {entry['round']}] {call_text(entry)} -> {what}"):
-            out.text(lines, f"({len(older) - n} earlier calls not listed)")
+            out.text(note, f"({len(older) - n} earlier calls not listed)")
             break
-    return "\n".join(lines) or "(none)"
+    if oldest_first:
+        return "\n".join(note + lines[::-1]) or "(none)"
+    return "\n".join(lines + note) or "(none)"
 
 
 def _protocol(ctx: MRAgentContext) -> tuple[str, str]:
@@ -154,8 +159,48 @@ def _finish(rendered: Rendered) -> Rendered:
     return rendered
 
 
+def _critical_after_seed(out: _Out, critical: list[dict[str, Any]], seed: dict[str, Any]) -> tuple[list[str], list[str], set[str]]:
+    """The prefix layout's kept memories, charged before the seed as in the paper layout: lines for those the
+    seed does not hold, the ids cut for room, and the seed's turn ids (kept ones are shown there)."""
+    in_seed = {tid for key in SEED_SECTIONS for line in seed.get(key) or []
+               if (tid := turn_of(line.split(": ", 1)[0], out.g.turns)) is not None}
+    lines: list[str] = []
+    cut: list[str] = []
+    for m in critical:
+        tid = m["id"]
+        if tid not in in_seed and (tid not in out.g.turns or not out.turn(lines, tid, out.g.raw_line(tid))):
+            cut.append(tid)
+    return lines, cut, in_seed
+
+
+def _navigate_layout(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph, pieces: dict[str, Any]) -> Rendered:
+    """The prefix layout (mra_prefix_layout): instructions, tools, the question and the seed first (the same every
+    round), then the earlier calls oldest first (each round appends), then what changes: kept memories, the
+    newest results, the round and the calls left. The same lines as the paper layout under the same budget,
+    except that a kept turn the seed holds is shown in the seed and named under the kept memories."""
+    fixed = estimate_tokens(render_prompt(P, "navigate_layout", critical="", seed="", results="", earlier="", **pieces))
+    rendered = Rendered()
+    out = _Out(g, _room(ctx.max_prompt_tokens - fixed), rendered)
+    log = state.get("mra_tool_log") or []
+    critical = state.get("critical_memories") or []
+    kept_lines, cut, in_seed = _critical_after_seed(out, critical, state.get("mra_seed") or {})
+    seed = _seed(out, state.get("mra_seed") or {})
+    in_view = [m["id"] for m in critical if m["id"] in in_seed and m["id"] in rendered.shown_turns]
+    cut += [m["id"] for m in critical if m["id"] in in_seed and m["id"] not in rendered.shown_turns]
+    if in_view:
+        out.text(kept_lines, f"(also kept, shown in the seed above: {', '.join(in_view)})")
+    if cut:
+        out.text(kept_lines, f"(kept, not shown for lack of room: {', '.join(cut)})")
+    results = _results(out, log, state.get("iteration", 0))
+    earlier = _earlier(out, log, state.get("iteration", 0), oldest_first=True)
+    rendered.prompt = render_prompt(P, "navigate_layout", critical="\n".join(kept_lines) or "(none yet)", seed=seed,
+                                    results=results, earlier=earlier, **pieces)
+    return _finish(rendered)
+
+
 def navigate_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
-    """The navigate prompt: H, seed, newest results turn by turn, earlier calls — all under one hard budget."""
+    """The navigate prompt: H, seed, newest results turn by turn, earlier calls — all under one hard budget
+    (in the order of `mra_prefix_layout`)."""
     it = state.get("iteration", 0)
     total = state.get("mra_calls_total", 0)
     calls_left = max(0, ctx.mra_max_calls_total - total)
@@ -167,6 +212,8 @@ def navigate_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) ->
     pieces = dict(question=state["question"], round=it + 1, max_rounds=ctx.mra_max_rounds, calls_left=calls_left,
                   per_round=min(ctx.mra_max_calls_per_round, calls_left), notices=notices, tools=tools,
                   protocol=protocol, answer_rules=load_prompt(P, "answer_rules"))
+    if ctx.mra_prefix_layout:
+        return _navigate_layout(state, ctx, g, pieces)
     fixed = estimate_tokens(render_prompt(P, "navigate", critical="", seed="", results="", earlier="", **pieces))
     rendered = Rendered()
     out = _Out(g, _room(ctx.max_prompt_tokens - fixed), rendered)

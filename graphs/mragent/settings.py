@@ -64,6 +64,21 @@ class MRAgentSettings:
     mra_answer_rewrite: bool = setting(
         True, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
 
+    # Issue 34 (the paper's prompt is the "false" layout). On a CPU a call costs its prompt's prefill, and
+    # llama.cpp reuses the longest common prefix with the slot's previous prompt. True: the navigate prompt
+    # puts what stays the same first (instructions, tools, the question, the seed), then the earlier calls
+    # oldest first (each round appends to them), then what changes (kept memories, the newest results, the
+    # round); the same lines as before (prompting.py in this folder). False = the earlier prompt, byte for byte.
+    mra_prefix_layout: bool = setting(
+        True, "MRAgent: navigate prompt with its fixed part first and the earlier calls oldest first, so a "
+              "server's prompt cache reuses the previous round's prompt (false = the earlier layout)", paper=False)
+    # Issue 34: the span rewrite (mra_answer_rewrite) of an answer that is already a short span without a digit
+    # ("Biscuit", "Likely yes") can only restate it. Answers of at most this many words skip the call (the
+    # answer record says so); dates and numbers are always rewritten. 0 = every answer is rewritten.
+    mra_rewrite_skip_words: int = setting(
+        3, "MRAgent: skip the answer rewrite for answers of at most this many words with no digit (0 = never "
+           "skip)", ge=0, paper=0)
+
 
 @dataclass(kw_only=True)
 class MRAgentContext(MRAgentSettings, Context):

@@ -26,9 +26,10 @@ def reader(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"finished": 1}
     if title == "SelectReply":
         return {"selected": [0, 1, 2]}
-    question = prompt.rsplit("Question:", 1)[-1]
+    asked = re.search(r"^Question: (.*)$", prompt, re.M)  # wherever the layout puts it
+    question = asked[1] if asked else ""
     fact = next((v for k, v in FACTS.items() if k in question), "")
-    found = fact.split()[0] in prompt.rsplit("Question:", 1)[0]
+    found = fact.split()[0] in prompt.replace(asked[0], "") if asked else False
     answer = fact if found else "No information available"
     if title.startswith("RouterDecision"):
         return {"evidence": [], "gaps": [], "decision": "answer", "detailed_answer": answer}

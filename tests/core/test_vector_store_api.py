@@ -23,7 +23,7 @@ SHOWN = re.compile(r"\[(D\d+:\d+)\][^\n]*cat is called (\w+)")
 def reader(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Answers the cat's name only when a shown turn holds it, citing that turn."""
     title = kwargs["response_format"]["schema"]["title"]
-    found = SHOWN.search(str(messages[-1].content).rsplit("Question:", 1)[0])
+    found = SHOWN.search(re.sub(r"(?m)^Question: .*$", "", str(messages[-1].content)))  # any layout
     answer, cited = (found.group(2), [found.group(1)]) if found else ("No information available", [])
     if title.startswith("RouterDecision"):
         return {"evidence": [f"[{cited[0]}] the cat is {answer}"] if cited else [], "gaps": [],

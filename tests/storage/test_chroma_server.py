@@ -53,7 +53,7 @@ def reader(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"finished": 1}
     if title == "SelectReply":
         return {"selected": [0, 1, 2]}
-    found = CAT.search(prompt.rsplit("Question:", 1)[0])
+    found = CAT.search(re.sub(r"(?m)^Question: .*$", "", prompt))  # the turns shown, wherever the layout puts them
     answer = found.group(1) if found else "No information available"
     if title.startswith("RouterDecision"):
         return {"evidence": [], "gaps": [], "decision": "answer", "detailed_answer": answer}

@@ -114,13 +114,15 @@ def test_router_prompt_only_shows_latest_snippets(ctx: AllMethodsContext) -> Non
                 assert (turns[tid].text in prompt) == (i == j), (i, j, tid)
 
 
-def test_always_retrieve_hits_the_budget_with_answer_forced_and_announced(ctx: AllMethodsContext) -> None:
+@pytest.mark.parametrize("layout", [False, True])
+def test_always_retrieve_hits_the_budget_with_answer_forced_and_announced(ctx: AllMethodsContext, layout: bool) -> None:
     model = scripted(default=by_kind(route("retrieve", retrieval_query="more")))
-    out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
+    out, state = run_graph(graph, with_model(ctx, model, memr3_skip_forced_router=False, memr3_prefix_layout=layout),
+                           "ns", Q)
     calls = router_calls(model)
     assert len(calls) == 5 and len(model.calls) == 6
     assert decision_enum(calls[4]) == ["answer"]
-    assert 'must choose "answer"' in str(calls[4]["messages"][0].content)
+    assert 'must choose "answer"' in "\n".join(str(m.content) for m in calls[4]["messages"])
     seq = nodes(out["trace"])
     assert seq[seq.index("router", len(seq) - 3):][:2] == ["router", "answer"]
     assert state["iteration"] == 5 and out["answer"]
@@ -135,7 +137,7 @@ def test_reflect_early_forces_the_next_router_to_retrieve(ctx: AllMethodsContext
     assert reflect_rec["forced_next"] == "retrieve"
     second = router_calls(model)[1]
     assert decision_enum(second) == ["retrieve"]
-    assert 'must choose "retrieve"' in str(second["messages"][0].content)
+    assert 'must choose "retrieve"' in "\n".join(str(m.content) for m in second["messages"])
 
 
 def test_reflect_with_everything_masked_leaves_no_forced_decision(ctx: AllMethodsContext) -> None:

@@ -43,7 +43,8 @@ def prompts(qm: QuestionModel, start: str) -> list[str]:
 
 def section(prompt: str, title: str) -> str:
     """The text under one heading of the navigate prompt, up to the next blank line."""
-    return prompt.split(title + "\n", 1)[1].split("\n\n", 1)[0]
+    start = next(i for i, line in enumerate(prompt.split("\n")) if line.startswith(title))
+    return "\n".join(prompt.split("\n")[start + 1:]).split("\n\n", 1)[0]
 
 
 @pytest.fixture
@@ -56,17 +57,19 @@ CONTEXT_D1_2 = ("query_event_context", {"event_id": "D1:2", "window": 1})
 TIME_D1_3 = ("query_conversation_time", {"event_id": "D1:3"})
 
 
-def test_kept_memories_reach_every_later_navigate_prompt_first(base: AllMethodsContext) -> None:
+@pytest.mark.parametrize("layout", [False, True])
+def test_kept_memories_reach_every_later_navigate_prompt(base: AllMethodsContext, layout: bool) -> None:
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), nav([TIME_D1_3], keep=["D1:3-1"]),
                                  nav([("query_event_context", {"event_id": "D2:1"})]),
                                  {"mode": "answer", "answer": "Riverside shelter", "supports": ["D1:3"]}])
-    state, _ = run(base.with_overrides(chat_model=qm.model))
+    state, _ = run(base.with_overrides(chat_model=qm.model, mra_prefix_layout=layout))
     navs = prompts(qm, "You answer a question")
     assert len(navs) == 4
     for later in navs[2:]:
         kept = section(later, "Kept memories:")
-        assert SHELTER in kept  # full raw text, in the first memory section
-        assert later.index("Kept memories:") < later.index("Seed memories:")
+        assert SHELTER in kept  # full raw text
+        # the earlier layout shows them first; the prefix layout after the fixed part and the earlier calls
+        assert (later.index("Kept memories:") < later.index("Seed memories:")) is not layout
     assert [m["id"] for m in state["critical_memories"]] == ["D1:3"]
 
 
@@ -82,7 +85,7 @@ def test_prune_removes_from_h_and_results_not_kept_are_dropped(base: AllMethodsC
     # round 3's results (D2:1's neighbour D2:2) were not kept: round 5 lists the call, not the text
     assert "D2:2: Ann: Amazing, I planted tomatoes" in navs[3]
     assert "planted tomatoes" not in navs[4]
-    assert 'query_event_context({"event_id": "D2:1"}) -> ids: D2:2' in section(navs[4], "Earlier calls (results you did not keep are dropped):")
+    assert 'query_event_context({"event_id": "D2:1"}) -> ids: D2:2' in section(navs[4], "Earlier calls")
 
 
 def test_native_keep_memories_pseudo_tool_is_applied_and_never_executed(base: AllMethodsContext) -> None:

@@ -1,0 +1,74 @@
+"""MemR3's two prompt layouts (README.md in this folder, "Prompt layout").
+
+The paper's layout (`memr3_prefix_layout` false): the router's system message holds its instructions and
+the decision directive, its user message the snippets, the tracker and the question; the answer call is one
+user message with its own instructions first. Consecutive calls share almost no prefix.
+
+The prefix layout (true): every call of a question sends the same system message (`frame`), then a user
+message that starts with the question and the latest retrieval's turns (`head`) and ends with the step's
+task: the router's instructions, its tracker and directive, or the answer call's cited turns, instructions,
+notes and draft. Each call sees what it saw before; only order and framing change. A router call after
+`reflect` and the answer call after the router's `answer` share the prefix up to the end of the turns, so a
+llama.cpp slot (or a remote endpoint's prefix cache) computes only the task part again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recollect.graphs.memr3.settings import MemR3Context
+from recollect.prompts import load_prompt, render_prompt
+from recollect.steps import messages
+
+P = "memr3"
+
+
+def snippet_lines(snippets: list[dict[str, Any]]) -> str:
+    return "\n".join(s["text"] for s in snippets) if snippets else "(no new snippets)"
+
+
+def router_budget_prompt(ctx: MemR3Context) -> str:
+    """The router prompt text `retrieve` counts against the budget before packing the snippets."""
+    if ctx.memr3_prefix_layout:
+        return load_prompt(P, "frame") + load_prompt(P, "head") + load_prompt(P, "router_task")
+    return load_prompt(P, "router_system")
+
+
+def router_messages(ctx: MemR3Context, directive: str, values: dict[str, str]) -> list:
+    """`values`: question, evidence, gaps, snippets, reasoning, prior_query (rendered text)."""
+    if not ctx.memr3_prefix_layout:
+        system = render_prompt(P, "router_system", directive=directive)
+        return messages(system, render_prompt(P, "router_user", **values))
+    head = render_prompt(P, "head", question=values["question"], snippets=values["snippets"])
+    task = render_prompt(P, "router_task", directive=directive, evidence=values["evidence"], gaps=values["gaps"],
+                         reasoning=values["reasoning"], prior_query=values["prior_query"])
+    return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")
+
+
+def answer_budget_prompt(ctx: MemR3Context, show_turns: bool) -> str:
+    if not ctx.memr3_prefix_layout:
+        return load_prompt(P, "answer_turns" if show_turns else "answer")
+    return load_prompt(P, "frame") + load_prompt(P, "head") + load_prompt(P, "answer_task")
+
+
+def answer_messages(ctx: MemR3Context, values: dict[str, str], shown: list[tuple[list[str], str]] | None,
+                    n_snippets: int) -> list:
+    """The answer call's messages. `shown` (None: the call sees no turns) is the packed latest snippets
+    (the first `n_snippets`) followed by the cited turns that are not among them; `values`: question,
+    evidence, draft."""
+    if not ctx.memr3_prefix_layout:
+        if shown is None:
+            return messages(None, render_prompt(P, "answer", **values))
+        turns = "\n".join(t for _, t in shown) or "(none)"
+        return messages(None, render_prompt(P, "answer_turns", turns=turns, **values))
+    task_values = {"evidence": values["evidence"], "draft": values["draft"]}
+    if shown is None:
+        head = render_prompt(P, "head_question", question=values["question"])
+        return messages(load_prompt(P, "frame"), f"{head}\n\n" + render_prompt(P, "answer_notes_task", **task_values))
+    snippets = [t for _, t in shown[:n_snippets]]
+    head = render_prompt(P, "head", question=values["question"],
+                         snippets="\n".join(snippets) if snippets else "(no new snippets)")
+    cited = [t for _, t in shown[n_snippets:]]
+    cited_block = render_prompt(P, "answer_cited", turns="\n".join(cited)) + "\n\n" if cited else ""
+    task = render_prompt(P, "answer_task", cited=cited_block, **task_values)
+    return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")
