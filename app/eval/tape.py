@@ -26,9 +26,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 Mode = Literal["record", "replay", "prefer", "off"]
 # What a replay answers for a request that is not on the tape: a client error, which the OpenAI client
@@ -180,8 +183,8 @@ def install(store: TapeStore) -> None:
 
     original = _INSTALLED.setdefault("original", models._openai)
 
-    def through_tape(base_url: str, api_key: str, model: str, json_whitespace: str = "") -> Any:
-        chat = original(base_url, api_key, model, json_whitespace)
+    def through_tape(base_url: str, api_key: str, model: str, json_whitespace: str = "", slots: int = 0) -> BaseChatModel:
+        chat = original(base_url, api_key, model, json_whitespace, slots)
         root = chat.root_client.copy(http_client=httpx.Client(transport=TapeTransport(store),
                                                                timeout=chat.root_client.timeout))
         object.__setattr__(chat, "root_client", root)
