@@ -25,6 +25,7 @@ from recollect.graphs.registry import (
     step_limit,
 )
 from recollect.memory.build_status import unsettled
+from recollect.memory.clock import retrieval_clock
 from recollect.memory.workspace import (
     DataDirError,
     NamespaceError,
@@ -249,17 +250,19 @@ def ask(
 
     final: dict[str, Any] = {}
     start = time.monotonic()
-    for mode, chunk in g.stream(inputs, config, context=ctx, stream_mode=["custom", "values"]):
-        if mode == "custom" and isinstance(chunk, dict) and "trace" in chunk:
-            if on_step is not None:
-                on_step(chunk["trace"])
-        elif mode == "values":
-            final = chunk
+    with retrieval_clock() as clock:
+        for mode, chunk in g.stream(inputs, config, context=ctx, stream_mode=["custom", "values"]):
+            if mode == "custom" and isinstance(chunk, dict) and "trace" in chunk:
+                if on_step is not None:
+                    on_step(chunk["trace"])
+            elif mode == "values":
+                final = chunk
     if checkpointer is not None:
         final = dict(g.get_state(config).values)
     final = dict(final)
     final["thread_id"] = thread_id
     final["wall_time_s"] = round(time.monotonic() - start, 3)
+    final["retrieval_s"] = round(clock.seconds, 3)  # embedding, vector search, ranking (recollect.memory.clock)
     final["resumed"] = inputs is None
     return final
 

@@ -36,6 +36,7 @@ COPIED = (
     "evidence_in_memory", "evidence_retrieved", "evidence_shown", "evidence_cited", "evidence_stages",
     "n_llm_calls", "n_llm_calls_aux", "prompt_tokens", "completion_tokens", "cached_tokens", "token_source",
     "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s",
+    "prefill_s", "decode_s", "timed_calls", "llm_s", "retrieval_s",
     "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns",
     "mg_ungrounded_sufficient_rounds", "draft_locomo_f1", "code_commit", "settings_id",
 )

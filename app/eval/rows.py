@@ -35,6 +35,9 @@ ROW_FIELDS = (
     # stage each gold turn reached
     "evidence_in_memory", "evidence_retrieved", "evidence_shown", "evidence_cited", "evidence_stages", "n_llm_calls", "n_llm_calls_aux",
     "prompt_tokens", "completion_tokens", "cached_tokens", "token_source", "mg_tokens", "mg_tokens_main", "mg_tokens_aux", "wall_time_s", "error",
+    # where the seconds went: the server's prefill and decode (llama.cpp's timings, over the timed calls),
+    # the client's seconds in model calls, and retrieval (recollect.memory.clock); the rest is graph overhead
+    "prefill_s", "decode_s", "timed_calls", "llm_s", "retrieval_s",
     "mg_rounds", "mg_speaker_only_rounds", "mg_cap_truncated_rounds", "mg_filled_turns", "mg_ungrounded_sufficient_rounds",
     "draft_answer", "draft_locomo_f1",
     # provenance: the code (git commit, "-dirty" with uncommitted changes, or the installed version) and the
@@ -157,6 +160,9 @@ def evaluate_pair(
         "cached_tokens": int(usage.get("cached_tokens", 0)), "token_source": token_source(usage),
         "mg_tokens": float(usage.get("mg_tokens", 0.0)), **aux_split(usage), "wall_time_s": wall,
         "error": error,
+        "prefill_s": round(float(usage.get("prefill_s", 0.0)), 3), "decode_s": round(float(usage.get("decode_s", 0.0)), 3),
+        "timed_calls": int(usage.get("timed_calls", 0)), "llm_s": round(float(usage.get("latency_s", 0.0)), 3),
+        "retrieval_s": None if error else round(float(state.get("retrieval_s") or 0.0), 3),
         # MGRetrieval's rounds, how many were speaker-only or capped, turns added by dense fill and
         # rounds whose 'sufficient' was ungrounded (None for other methods)
         **dict.fromkeys(METHOD_FIELDS), **method_eval_fields(method, state),

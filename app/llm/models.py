@@ -51,7 +51,22 @@ def _compat_class() -> type:
                 payload["extra_body"] = {**(payload.get("extra_body") or {}), "id_slot": slot}
             return payload
 
+        def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+            result = super()._create_chat_result(response, generation_info)
+            # llama.cpp's server times each request (`timings`: prompt_ms, predicted_ms, prompt_n, cache_n),
+            # a field the OpenAI schema does not have; kept on the message so usage accounting can split
+            # a call's seconds into prefill and decode.
+            raw = response.get("timings") if isinstance(response, dict) else (getattr(response, "model_extra", None) or {}).get("timings")
+            if isinstance(raw, dict):
+                for gen in result.generations:
+                    gen.message.response_metadata["timings"] = {k: raw[k] for k in SERVER_TIMINGS if k in raw}
+            return result
+
     return CompatChatOpenAI
+
+
+# The fields of llama.cpp's per-request `timings` kept with a reply (milliseconds and token counts).
+SERVER_TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n")
 
 
 # llguidance's JSON whitespace options (read at the schema's top level only). compact: no free whitespace,

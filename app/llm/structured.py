@@ -214,6 +214,7 @@ def measure_call(node: str, messages: list[BaseMessage], msg: AIMessage, latency
         estimated=estimated,
         mg_tokens=mg_token_estimate(prompt_text) + mg_token_estimate(completion_text),
         cached_tokens=int((meta.get("input_token_details") or {}).get("cache_read") or 0),
+        server_timings=(msg.response_metadata or {}).get("timings"),
     )
 
 

@@ -3,7 +3,9 @@
 A usage record is a plain dict so it can live in the checkpointed state:
 `{"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "estimated_calls", "mg_tokens",
 "by_node": {node: {...same counters...}}}`. `cached_tokens` are prompt tokens the server reused from its
-prompt cache instead of prefilling (OpenAI's and llama.cpp's `prompt_tokens_details.cached_tokens`). Tokens come from the API's usage fields when the reply
+prompt cache instead of prefilling (OpenAI's and llama.cpp's `prompt_tokens_details.cached_tokens`).
+`prefill_s` and `decode_s` are the seconds the server itself reported for computing the prompt and generating
+the reply (llama.cpp's `timings`), summed over the `timed_calls` that had them; `latency_s` is the client's. Tokens come from the API's usage fields when the reply
 has them, otherwise from the MGRetrieval estimator (`estimate_tokens`), and `estimated_calls`
 counts the latter so reports can say whether figures are measured, estimated or mixed.
 """
@@ -13,7 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "estimated_calls", "mg_tokens")
+COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "latency_s", "estimated_calls", "mg_tokens",
+            "prefill_s", "decode_s", "timed_calls")
+SECONDS = ("latency_s", "prefill_s", "decode_s")
 TOKEN_ESTIMATOR = "mg: 1.1*words + 0.35*symbols"
 
 _WORD = re.compile(r"\w+")
@@ -38,6 +42,7 @@ def call_record(
     estimated: bool,
     mg_tokens: float,
     cached_tokens: int = 0,
+    server_timings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     counters = {
         "calls": 1,
@@ -47,13 +52,20 @@ def call_record(
         "latency_s": round(latency_s, 4),
         "estimated_calls": 1 if estimated else 0,
         "mg_tokens": round(mg_tokens, 2),
+        "prefill_s": 0.0,
+        "decode_s": 0.0,
+        "timed_calls": 0,
     }
+    if server_timings and "prompt_ms" in server_timings and "predicted_ms" in server_timings:
+        counters.update(prefill_s=round(float(server_timings["prompt_ms"]) / 1000, 4),
+                        decode_s=round(float(server_timings["predicted_ms"]) / 1000, 4), timed_calls=1)
     return dict(counters, by_node={node: dict(counters)})
 
 
 def _add_counters(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = {k: a.get(k, 0) + b.get(k, 0) for k in COUNTERS}
-    out["latency_s"] = round(out["latency_s"], 4)
+    for k in SECONDS:
+        out[k] = round(out[k], 4)
     out["mg_tokens"] = round(out["mg_tokens"], 2)
     return out
 

@@ -24,6 +24,10 @@ class BuildReport:
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    # the server's own seconds computing prompts and generating replies (llama.cpp's timings; 0 elsewhere)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
     embedded: int = 0
     seconds: float = 0.0
     fallbacks: list[str] = field(default_factory=list)
@@ -32,6 +36,9 @@ class BuildReport:
         self.llm_calls += int(usage.get("calls", 0))
         self.prompt_tokens += int(usage.get("prompt_tokens", 0))
         self.completion_tokens += int(usage.get("completion_tokens", 0))
+        self.cached_tokens += int(usage.get("cached_tokens", 0))
+        self.prefill_s = round(self.prefill_s + float(usage.get("prefill_s", 0.0)), 3)
+        self.decode_s = round(self.decode_s + float(usage.get("decode_s", 0.0)), 3)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from recollect.memory.clock import timed_retrieval
+
 DIM = 384
 _TOKEN = re.compile(r"\w+")
 
@@ -53,6 +55,7 @@ class MiniLMEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self._encode(list(texts)).tolist() if texts else []
 
+    @timed_retrieval
     def embed_query(self, text: str) -> list[float]:
         return _cached_query(self, text)
 
@@ -75,6 +78,7 @@ class HashEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [self._vec(t) for t in texts]
 
+    @timed_retrieval
     def embed_query(self, text: str) -> list[float]:
         return self._vec(text)
 

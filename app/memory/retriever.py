@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from recollect.memory.clock import timed_retrieval
 from recollect.memory.vectors import Unit, VectorIndex
 
 Rerank = Literal["none", "hybrid"]
@@ -43,6 +44,7 @@ class _Corpus:
             out.update(self.turn_to_units.get(t, ()))
         return out
 
+    @timed_retrieval
     def bm25_ranking(self, query: str, excluded: set[str], n: int) -> list[str]:
         import bm25s
 
@@ -73,6 +75,7 @@ class _Corpus:
 _CORPORA: dict[tuple[int, str, str], tuple[int, _Corpus]] = {}
 
 
+@timed_retrieval
 def corpus_for(index: VectorIndex) -> _Corpus:
     key = (id(index.collection), index.kind, index.namespace)
     count = index.count()
@@ -100,6 +103,7 @@ class MaskedRetriever:
         hits = self.index.query(query, n + len(excluded))
         return [u for u in hits if u.id not in excluded][:n]
 
+    @timed_retrieval
     def retrieve(self, query: str, masks: Iterable[str], top_k: int) -> list[Unit]:
         masks = set(masks)
         dense = self.dense(query, masks, max(self.candidate_k, top_k))
@@ -134,6 +138,7 @@ class ExternalRetriever:
     def has_unmasked(self, masks: Iterable[str]) -> bool | None:
         return None  # unknown: the retrieval-opportunity check falls back to the attempt budget
 
+    @timed_retrieval
     def retrieve(self, query: str, masks: Iterable[str], top_k: int) -> list[Unit]:
         masks = set(masks)
         out: list[Unit] = []

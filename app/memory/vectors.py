@@ -16,6 +16,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from recollect.memory.clock import timed_retrieval
+
 COUNT_TTL_S = 2.0
 # Collection metadata naming the kind: on a shared Chroma server it tells our collections from others'
 # (a collection that already exists keeps the metadata it was made with).
@@ -127,10 +129,12 @@ class VectorIndex:
                             score=0.0 if dist is None else 1.0 - float(dist)))
         return out
 
+    @timed_retrieval
     def all(self) -> list[Unit]:
         res = self.collection.get(include=["documents", "metadatas"])
         return self._units(res, nested=False)
 
+    @timed_retrieval
     def get(self, ids: list[str]) -> list[Unit]:
         if not ids:
             return []
@@ -138,6 +142,7 @@ class VectorIndex:
         by_id = {u.id: u for u in self._units(res, nested=False)}
         return [by_id[i] for i in ids if i in by_id]
 
+    @timed_retrieval
     def query_vector(self, vector: list[float], n: int) -> list[Unit]:
         """Units by descending cosine similarity to `vector` (at most n)."""
         total = self.count()
