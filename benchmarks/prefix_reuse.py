@@ -249,7 +249,7 @@ def _lcp(a: str, b: str) -> int:
 # ---------------------------------------------------------------------------------------------- report
 
 GRAPHS = ("memr3", "mragent")
-OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False},
+OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False, "memr3_require_tracker": False},
        "mragent": {"mra_prefix_layout": False, "mra_rewrite_skip_words": 0}}
 LAYOUT_ONLY = {"memr3": {"memr3_skip_forced_router": False}, "mragent": {"mra_rewrite_skip_words": 0}}
 

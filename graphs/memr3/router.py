@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from recollect.dialogue.turn_ids import TurnIdMatcher
 from recollect.graphs.memr3.layout import router_messages, snippet_lines
@@ -83,16 +83,29 @@ class RouterReply(BaseModel):
         return str(v)
 
 
-def router_schema(allowed: tuple[str, ...]) -> type[RouterReply]:
+# The properties a reply must write, in this order (memr3_require_tracker): a grammar built from the schema
+# emits required properties first, so the decision comes after the lists it should rest on.
+TRACKER_FIRST = ("evidence", "gaps", "decision")
+
+
+def _require(names: tuple[str, ...]) -> Any:
+    def extra(schema: dict[str, Any]) -> None:
+        schema["required"] = list(names)
+
+    return extra
+
+
+def router_schema(allowed: tuple[str, ...], require_tracker: bool = False) -> type[RouterReply]:
     """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint)."""
     return create_model(
         "RouterDecision",
         __base__=RouterReply,
+        __config__=ConfigDict(json_schema_extra=_require(TRACKER_FIRST)) if require_tracker else None,
         decision=(str, Field(json_schema_extra={"enum": list(allowed)})),
     )
 
 
-_SCHEMAS = {a: router_schema(a) for a in [DECISIONS, *((d,) for d in DECISIONS)]}
+_SCHEMAS = {(a, req): router_schema(a, req) for a in [DECISIONS, *((d,) for d in DECISIONS)] for req in (False, True)}
 
 
 def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
@@ -147,7 +160,8 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "prior_query": queries[-1] if queries else "(none)",
     }
     res = call_structured(
-        get_chat_model(ctx), router_messages(ctx, directive, values), _SCHEMAS[allowed], node="router",
+        get_chat_model(ctx), router_messages(ctx, directive, values), _SCHEMAS[allowed, ctx.memr3_require_tracker],
+        node="router",
         method=ctx.structured_method, max_tokens=400,
     )
 

@@ -66,6 +66,17 @@ class MemR3Settings:
         True, "MemR3: skip the router call the iteration budget forces to answer when the answer call reads the "
               "same turns (memr3_answer_snippets=always); false = the paper's calls", paper=False)
 
+    # Improvement (spec: the router writes the evidence and gaps lists at every step; our schema only made
+    # `decision` required). llama.cpp's JSON grammar puts required properties first and lets optional ones
+    # be left out, so the 1.5B model wrote `decision` first and skipped both lists: on the decisive eval's
+    # first memr3 question all 7 router replies had no evidence and chose retrieve, so the tracker stayed
+    # empty, the loop ran to its budget, and the answer call saw only the last (masked, weakest) retrieval.
+    # True: the schema requires evidence, then gaps, then decision, so the decision follows the lists it
+    # should rest on. False = the earlier schema (decision required only).
+    memr3_require_tracker: bool = setting(
+        True, "MemR3: the router's reply schema requires the evidence and gaps lists before the decision "
+              "(false = only the decision is required)", paper=False)
+
     @property
     def memr3_retrieval_budget(self) -> int:
         return self.memr3_max_retrieval_attempts or self.memr3_max_iterations

@@ -285,6 +285,24 @@ def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsCo
     assert props["evidence"]["maxItems"] == 6 and props["evidence"]["items"]["maxLength"] == 300
 
 
+@pytest.mark.parametrize(("overrides", "required"), [
+    ({}, ["evidence", "gaps", "decision"]),  # the default
+    ({"memr3_require_tracker": False}, ["decision"]),
+    ({"profile": "paper"}, ["decision"]),
+])
+def test_router_schema_requires_the_tracker_before_the_decision(ctx: AllMethodsContext, overrides: dict[str, Any],
+                                                                required: list[str]) -> None:
+    model = scripted([route("retrieve"), route("answer"), ANSWER])
+    run_graph(graph, with_model(ctx, model, **overrides), "ns", Q)
+    calls = router_calls(model)
+    assert calls
+    for call in calls:
+        schema = call["kwargs"]["response_format"]["schema"]
+        # a grammar writes the required properties first, in this order: the lists, then the decision
+        assert schema["required"] == required
+        assert list(schema["properties"])[:3] == ["evidence", "gaps", "decision"]
+
+
 @pytest.mark.parametrize("mode", ["never", "when_thin", "always"])
 def test_answer_snippets_setting(ctx: AllMethodsContext, mode: str) -> None:
     # the router answers with evidence that cites a shown turn but misses the fact; only the snippets hold it
