@@ -7,6 +7,8 @@ the model through the decision directive and the JSON schema's enum.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -130,6 +132,26 @@ def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
     }
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=1)
+def _query_instruction_words() -> frozenset[str]:
+    """The words of the reply format's description of `retrieval_query` (router_task.md, router_system.md)."""
+    text = load_prompt("memr3", "router_task").lower()
+    start = text.find('"retrieval_query":')
+    return frozenset(_WORD.findall(text[start:text.find('",', start)])) if start >= 0 else frozenset()
+
+
+def copied_instruction(query: str) -> bool:
+    """Whether a refinement query is the format's own description copied back (the 1.5B model often writes
+    "5-15 words naming the missing fact, different from the prior query"): appended to the question, it
+    would pull the search towards those words. Most of its words, and at least four, from the description."""
+    words = set(_WORD.findall(query.lower()))
+    hits = words & _query_instruction_words()
+    return len(hits) >= 4 and len(hits) >= 0.7 * len(words)
+
+
 def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
     """Old bullets citing a shown turn that no new bullet cites (the router dropped them), newest kept."""
     matcher = TurnIdMatcher(masks)
@@ -198,6 +220,9 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     }
     if decision == "retrieve":
         update["query"] = (reply.retrieval_query or "").strip() if reply else ""
+        if update["query"] and copied_instruction(update["query"]):
+            note["copied_instruction_query"] = update["query"]
+            update["query"] = ""  # the question alone is searched, as on the first retrieval
     if decision == "answer":
         update["draft_answer"] = (reply.detailed_answer or "").strip() if reply else state.get("draft_answer")
     if decision == "reflect":

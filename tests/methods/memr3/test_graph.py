@@ -88,6 +88,16 @@ def test_refinement_is_appended_to_the_question_then_cleared(ctx: AllMethodsCont
     assert state["memr3_queries"][-1] == "X"
 
 
+def test_a_query_copied_from_the_reply_format_is_not_searched(ctx: AllMethodsContext) -> None:
+    copied = "5-15 words naming the missing fact, different from the prior query"
+    model = scripted([route("retrieve", retrieval_query=copied), route("answer"), ANSWER])
+    out, _ = run_graph(graph, with_model(ctx, model), "ns", Q)
+    retrieves = [r for r in out["trace"] if r["node"] == "retrieve"]
+    assert retrieves[1]["query_text"] == Q  # the question alone, as on the first retrieval
+    router = next(r for r in out["trace"] if r["node"] == "router")
+    assert router["copied_instruction_query"] == copied
+
+
 def test_masks_grow_by_exactly_the_new_chunks_and_snippets_are_latest_only(ctx: AllMethodsContext) -> None:
     model = scripted([route("retrieve", retrieval_query="violin"), route("retrieve", retrieval_query="kayak"),
                       route("answer"), ANSWER])
