@@ -30,7 +30,7 @@ def test_the_off_path_sends_the_old_requests_byte_for_byte(tmp_path: Path, graph
     assert got == BEFORE[f"{graph}/{profile}"]
 
 
-@pytest.mark.parametrize("graph", ["memr3", "mragent"])
+@pytest.mark.parametrize("graph", ["memr3", "mragent", "hymem"])
 def test_the_layout_on_changes_the_requests(tmp_path: Path, graph: str) -> None:
     got = digests(record(graph, {}, str(tmp_path)))
     assert got != BEFORE[f"{graph}/tuned"]  # the digests above would not notice a layout that did nothing
