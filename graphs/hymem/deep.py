@@ -21,13 +21,13 @@ from recollect.graphs.hymem.common import (
     top_summaries,
     turns_of,
 )
+from recollect.graphs.hymem.layout import budget_prompt
 from recollect.graphs.hymem.memory import load_sessions
 from recollect.graphs.hymem.replies import MAX_TOKENS, DeepReply, SelectReply, call
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
 from recollect.llm.usage import estimate_tokens, merge_usage
 from recollect.memory.vectors import Unit
-from recollect.prompts import load_prompt
 from recollect.steps import NO_INFO, clean_answer, is_no_info, workspace
 from recollect.trace import emit
 
@@ -173,7 +173,7 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
 
     # Session cap, then the prompt budget (whole sessions in selection order; the first may be cut).
     pool_lines = pool_line(draft)
-    budget = ctx.max_prompt_tokens - estimate_tokens(load_prompt("hymem", "deep_answer") + question
+    budget = ctx.max_prompt_tokens - estimate_tokens(budget_prompt(ctx, "deep_answer") + question
                                                      + "".join(pool_lines)) - MAX_TOKENS
     shown = fit_sessions(sessions, chosen, ctx.hymem_deep_max_sessions, budget)
     shown_turns = shown.turn_ids

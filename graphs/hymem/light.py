@@ -19,12 +19,12 @@ from recollect.graphs.hymem.common import (
     top_summaries,
     turns_of,
 )
+from recollect.graphs.hymem.layout import budget_prompt
 from recollect.graphs.hymem.replies import MAX_TOKENS, LightReply, call
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.vectors import Unit
-from recollect.prompts import load_prompt
 from recollect.steps import clean_answer, grounded_in, is_no_info, workspace
 from recollect.trace import emit
 
@@ -74,7 +74,7 @@ def light(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     pool = pool_line(state.get("draft_answer")) if rnd > 0 else []
     # Budget in code: drop the lowest-ranked summaries only if the prompt would overflow; the best one
     # is always shown, so the call never goes out without memory.
-    fixed = estimate_tokens(load_prompt("hymem", "light") + question + "".join(pool)) + MAX_TOKENS
+    fixed = estimate_tokens(budget_prompt(ctx, "light") + question + "".join(pool)) + MAX_TOKENS
     packed = pack(units, ctx.max_prompt_tokens, lambda u: estimate_tokens(summary_line(u)), used=fixed,
                   keep_first=True)
     kept = packed.kept

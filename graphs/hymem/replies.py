@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from recollect.dialogue.turn_ids import id_items
+from recollect.graphs.hymem.layout import call_messages
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.llm.lenient import Text, as_int_or_raw
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import StructuredResult, call_structured
-from recollect.prompts import render_prompt
-from recollect.steps import clean_answer, messages
+from recollect.steps import clean_answer
 
 MAX_TOKENS = 512  # every HyMem query-time call; the light prompt's budget reserves it too
 
@@ -84,7 +84,7 @@ class ReflectReply(BaseModel):
 
 def call(ctx: HyMemContext, name: str, schema: type[BaseModel], node: str,
          **values: Any) -> StructuredResult[Any]:
-    """One structured call with the prompt `prompts/hymem/<name>.md` as the only (user) message."""
-    user = render_prompt("hymem", name, **values)
-    return call_structured(get_chat_model(ctx), messages(None, user), schema, node=node,
+    """One structured call of prompt `name` filled with `values`, in the layout `hymem_prefix_layout` picks
+    (layout.py: the paper's `prompts/hymem/<name>.md` as the only user message, or frame, head and task)."""
+    return call_structured(get_chat_model(ctx), call_messages(ctx, name, values), schema, node=node,
                            method=ctx.structured_method, max_tokens=MAX_TOKENS)

@@ -55,6 +55,17 @@ class HyMemSettings:
     hymem_answer_style: Literal["short", "full"] = setting(
         "short", "HyMem: short copied phrase or the spec's full answer", paper="full")
 
+    # Prompt layout for prefix reuse (no paper setting: the paper's prompts are the "false" layout). On a
+    # CPU a call costs its prompt's prefill, and llama.cpp reuses the longest common prefix with the slot's
+    # previous prompt. True: every call of a question sends the same system message, then the question and
+    # the call's memory, then the step's task (layout.py in this folder), so the deep selection reuses the
+    # light call's question and summaries (the same ranking, numbered alike); each call sees what it saw
+    # before. False = the paper's prompts (instructions first), byte for byte.
+    hymem_prefix_layout: bool = setting(
+        True, "HyMem: lay out the light, selection, deep answer and reflect prompts as one shared prefix (frame, "
+              "question, memory) and a per-step task, so a server's prompt cache reuses the light call's "
+              "summaries in the selection (false = the paper's prompts)", paper=False)
+
 
 @dataclass(kw_only=True)
 class HyMemContext(HyMemSettings, Context):
