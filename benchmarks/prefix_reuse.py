@@ -184,7 +184,9 @@ def _ingest(data_dir: str) -> None:
     conv = load_conversation(SAMPLE)
     fake = IngestFake()
     fake.sessions = conv.sessions
-    ctx = _context(data_dir, {"mra_ingest_cues": "llm"}, ScriptedChatModel(default=fake))
+    # MRAgent's memory as it was built when the question-time requests were recorded (the sentences and
+    # cues written by the model): this measures the question-time prompts, whatever the ingestion defaults.
+    ctx = _context(data_dir, {"mra_ingest_cues": "llm", "mra_ingest_sentences": "llm"}, ScriptedChatModel(default=fake))
     ingest_conversation(conv, "sample", ctx, methods=["memr3", "mragent"])
     for chunks in MEMR3_CONFIGS.values():  # each chunk size is its own index
         ingest_conversation(conv, "sample", _context(data_dir, {"memr3_chunk_tokens": 256, **chunks}, None),
