@@ -68,6 +68,8 @@ def scripted_model() -> Any:
             return {"topics": ["chat"], "facts": [],
                     "sentences": [[int(n), f"{s}: {t}", "chat", [1], "", *([_cues(t)] if merged else [])]
                                   for n, s, t in _TURN.findall(text)]}
+        if title == "RewriteTurns":  # mra_ingest_sentences="turn": [turn number, tag, [topics], date]
+            return {"topics": ["chat"], "facts": [], "turns": [[int(n), "chat", [1], ""] for n, _, _ in _TURN.findall(text)]}
         if title == "CuesCompact":  # [sentence number, cue, ...]
             return {"cues": [[n, *_cues(t)] for n, t in _SENT.findall(text)]}
         if text.startswith("Rewrite this conversation"):
@@ -129,7 +131,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **report_identity("mragent_cost.py", ctx, args, ws, conv, questions,
                           ("mra_max_rounds", "mra_max_calls_per_round", "mra_max_calls_total", "mra_preselect",
-                           "mra_tool_protocol", "mra_ingest_window_tokens", "mra_ingest_format", "max_prompt_tokens",
+                           "mra_tool_protocol", "mra_ingest_window_tokens", "mra_ingest_format",
+                           "mra_ingest_sentences", "mra_ingest_cues", "max_prompt_tokens",
                            "structured_method")),
         "ingestion": {
             "llm_calls": build.llm_calls, "cached_calls": build.cached_calls,

@@ -309,7 +309,9 @@ def _ingest(data_dir: str, graph: str) -> None:
     conv = load_conversation(SAMPLE)
     model = ScriptedChatModel(default=IngestPolicy(conv.sessions))
     if group == "memr3+mragent":
-        ctx = _context(data_dir, {"mra_ingest_cues": "llm"}, model)
+        # MRAgent's memory as it was built when the question-time requests were recorded (sentences and cues
+        # written by the model): this measures the question-time prompts, whatever the ingestion defaults.
+        ctx = _context(data_dir, {"mra_ingest_cues": "llm", "mra_ingest_sentences": "llm"}, model)
         ingest_conversation(conv, "sample", ctx, methods=["memr3", "mragent"])
         for chunks in MEMR3_CONFIGS.values():  # each chunk size is its own index
             ingest_conversation(conv, "sample", _context(data_dir, {"memr3_chunk_tokens": 256, **chunks}, None),

@@ -87,16 +87,25 @@ class VectorIndex:
         return self._count[1]
 
     def upsert(self, units: list[Unit], batch: int = 256) -> int:
-        """Insert or update units; returns how many were (re-)embedded."""
+        """Insert or update units; returns how many were (re-)embedded. A unit whose text is unchanged keeps
+        its embedding; its metadata is updated where it changed (MRAgent's event keeps its sentence when a
+        rebuild changes its tag or date)."""
         if not units:
             return 0
-        known: dict[str, str | None] = {}
+        known: dict[str, dict[str, Any]] = {}
         for start in range(0, len(units), LOOKUP_BATCH):  # SQLite caps the variables per statement
             ids = [u.id for u in units[start : start + LOOKUP_BATCH]]
             existing = self.collection.get(ids=ids, include=["metadatas"])
-            known.update({i: (m or {}).get("_text_hash") for i, m in zip(existing["ids"], existing["metadatas"], strict=False)})
-        todo = [u for u in units if known.get(u.id) != _text_hash(u.text)]
+            known.update({i: dict(m or {}) for i, m in zip(existing["ids"], existing["metadatas"], strict=False)})
+        meta = {u.id: _flat_meta({**u.metadata, "turn_ids": u.turn_ids, "_text_hash": _text_hash(u.text)})
+                for u in units}
+        todo = [u for u in units if known.get(u.id, {}).get("_text_hash") != meta[u.id]["_text_hash"]]
+        embed = {u.id for u in todo}
+        stale = [u.id for u in units if u.id in known and u.id not in embed and known[u.id] != meta[u.id]]
         self._count = None
+        for start in range(0, len(stale), batch):
+            part_ids = stale[start : start + batch]
+            self.collection.update(ids=part_ids, metadatas=[meta[i] for i in part_ids])
         for start in range(0, len(todo), batch):
             part = todo[start : start + batch]
             vecs = self.embeddings.embed_documents([u.text for u in part])
@@ -104,9 +113,7 @@ class VectorIndex:
                 ids=[u.id for u in part],
                 embeddings=vecs,
                 documents=[u.text for u in part],
-                metadatas=[
-                    _flat_meta({**u.metadata, "turn_ids": u.turn_ids, "_text_hash": _text_hash(u.text)}) for u in part
-                ],
+                metadatas=[meta[u.id] for u in part],
             )
         return len(todo)
 

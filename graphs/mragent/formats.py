@@ -24,9 +24,12 @@ from recollect.llm.lenient import StrList, Text, as_text
 # sentence's cues into call A (prompt rewrite_merged.md), so a window needs one call. Parsing is
 # lenient in every mode: the before-validators turn arrays into the keyed form, so a small model
 # that answers in the other shape still parses, and everything downstream reads one structure.
+# `mra_ingest_sentences="turn"` (compact only) replaces call A by `TURNS_FORMAT`: one row per turn with no
+# sentence (prompt rewrite_turns.md); each turn's own text is then its event's sentence (validation.py).
 
 SENTENCE_FIELDS = ("origin", "text", "tag", "topics", "time", "cues")  # the compact sentence array
 FACT_FIELDS = ("origin", "person", "aspect", "text")  # the compact personal-fact array
+TURN_FIELDS = ("origin", "tag", "topics", "time")  # the turn-row array (mra_ingest_sentences="turn")
 DATE_PATTERN = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
 # Caps of the compact schemas. They only shape the schema sent to the endpoint (a grammar on
 # llama.cpp), where a small model may otherwise repeat an item or a phrase until max_tokens;
@@ -130,6 +133,35 @@ class RewriteReply(BaseModel):
         return out
 
 
+class TurnRewriteReply(RewriteReply):
+    """Call A with `mra_ingest_sentences="turn"`: a row per turn, [turn number, tag, topics, date], under
+    `turns`, and no sentence text; validated like `RewriteReply` with each turn's text as its sentence.
+
+    Also read: the rows under `sentences`, and a sentence row of the compact format (five or more elements,
+    its sentence ignored), so a model that writes the sentences anyway still gives its tags and dates."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "turns" in v and "sentences" not in v:
+            v = {**v, "sentences": v["turns"]}
+        if isinstance(v, dict) and "facts" in v and "personal_facts" not in v:
+            v = {**v, "personal_facts": v["facts"]}
+        return v
+
+    @field_validator("sentences", mode="before")
+    @classmethod
+    def _sentence_items(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [_positional(x, SENTENCE_FIELDS if len(x) >= len(SENTENCE_FIELDS) - 1 else TURN_FIELDS)
+                    if isinstance(x, list | tuple) else x for x in v if isinstance(x, dict | list | tuple)]
+        return v
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return turn_rewrite_schema()
+
+
 class CueItem(BaseModel):
     id: Text
     cues: StrList = Field(default_factory=list)
@@ -194,6 +226,25 @@ def compact_rewrite_schema(with_cues: bool) -> dict[str, Any]:
     }
 
 
+def turn_rewrite_schema() -> dict[str, Any]:
+    """The JSON schema call A sends with `mra_ingest_sentences="turn"`: the compact schema with a row per
+    turn, [turn number, tag, topic numbers, date], under `turns` instead of the sentences."""
+    number = {"type": "integer"}
+    row = _row_schema(number, _text_schema(CAP_TAG), _list_schema(number, 3),
+                      {"type": "string", "pattern": DATE_PATTERN})
+    fact = _row_schema(number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(CAP_FACT))
+    return {
+        "title": "RewriteTurns",
+        "type": "object",
+        "properties": {
+            "topics": _list_schema(_text_schema(CAP_TOPIC), CAP_TOPICS),
+            "turns": _list_schema(row, CAP_SENTENCES),
+            "facts": _list_schema(fact, CAP_FACTS),
+        },
+        "required": ["topics", "turns", "facts"],
+    }
+
+
 def compact_cue_schema() -> dict[str, Any]:
     """The JSON schema call B sends in the compact format: one row per sentence, its number then its cues."""
     row = {"type": "array", "items": _text_schema(CAP_CUE), "minItems": 2, "maxItems": MAX_CUES + 1}
@@ -238,6 +289,7 @@ class IngestFormat:
     merged: bool  # call A also writes the cues; call B only runs when it brought none
     rewrite_cap: tuple[int, int, int]
     cue_cap: tuple[int, int, int]
+    turn_sentences: bool = False  # call A writes no sentence: each turn's text is its one event's sentence
 
 
 FORMATS = {
@@ -247,6 +299,23 @@ FORMATS = {
     "compact_merged": IngestFormat("rewrite_merged", MergedRewriteReply, "cues_compact", CompactCueReply, True, True,
                                    (150, 150, 2400), (60, 45, 1600)),
 }
+
+
+# `mra_ingest_sentences="turn"` in the compact format: call A's rows name a turn and give its tag, topics and
+# date (about 10 tokens a row instead of a sentence's 30 to 50), plus the topics and facts as before.
+TURNS_FORMAT = IngestFormat("rewrite_turns", TurnRewriteReply, "cues_compact", CompactCueReply, True, False,
+                            (150, 45, 1600), (60, 45, 1600), turn_sentences=True)
+
+
+def turn_sentences(ctx: MRAgentContext) -> bool:
+    """Whether each event's sentence is its turn and call A writes none (`mra_ingest_sentences`); json and
+    compact_merged always have call A write the sentences, so the setting does not apply to them."""
+    return ctx.mra_ingest_sentences == "turn" and ctx.mra_ingest_format == "compact"
+
+
+def ingest_format(ctx: MRAgentContext) -> IngestFormat:
+    """The prompts, schemas and caps of this context's ingestion calls."""
+    return TURNS_FORMAT if turn_sentences(ctx) else FORMATS[ctx.mra_ingest_format]
 
 
 def lexical_cues(ctx: MRAgentContext) -> bool:

@@ -12,6 +12,8 @@ failed calls asked again) by the next ingest.
 "" for the session date; about 40% fewer generated tokens for the same content), `compact_merged`
 (compact, with the cues written by call A: one call per window) or `json` (the spec's keyed
 objects, unchanged). All three feed the same validation and build the same structures.
+`mra_ingest_sentences="turn"` (default, compact only): call A writes no sentences, only a row per turn
+(tag, topics, date) plus topics and facts; each turn is one event whose sentence is "<speaker>: <text>".
 
 Persisted per namespace in `ws.docs` (kinds prefixed `mra_`), one transaction per session:
 events, cues (cue → tag → events), topics, persona facts, the timeline and a session stamp; plus the
@@ -29,7 +31,7 @@ from typing import Any
 
 from recollect.dialogue.models import Conversation, Session
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES
-from recollect.graphs.mragent.formats import FORMATS, CueItem, CueReply, completion_cap, lexical_cues
+from recollect.graphs.mragent.formats import CueItem, CueReply, completion_cap, ingest_format, lexical_cues
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_SESSION, METHOD, TOPICS_KIND
 from recollect.graphs.mragent.persist import (
     SessionMemory,
@@ -58,7 +60,7 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
 
     model = get_chat_model(ctx)
     mname, temp = model_name(model), _temperature(model)
-    fmt = FORMATS[ctx.mra_ingest_format]
+    fmt = ingest_format(ctx)
     sdate = session_date(session)
     built = SessionMemory()
     topic_next = 1
@@ -72,6 +74,8 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
         payload_a: dict[str, Any] = {"date_time": session.date_time, "session_date": sdate, "turns": turns_text}
         if fmt.numbered:
             payload_a["format"] = ctx.mra_ingest_format  # json keeps its keys, so its cache stays valid
+        if fmt.turn_sentences:
+            payload_a["sentences"] = "turn"  # (its prompt differs too) never a reply that wrote the sentences
         msgs_a = [HumanMessage(content=render_prompt(METHOD, fmt.rewrite, date_time=session.date_time,
                                                      session_date=sdate or "unknown", turns=turns_text))]
         call_a = cached_structured_call(
@@ -80,13 +84,14 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
             max_tokens=completion_cap(fmt.rewrite_cap, len(window)), report=report,
             # a reply that fits the schema but names no turn would leave every turn a fallback sentence:
             # failed, so the session is stamped a fallback and built again by the next ingest
-            check=partial(empty_rewrite, window=window, numbers=turn_numbers),
+            check=partial(empty_rewrite, window=window, numbers=turn_numbers, from_turns=fmt.turn_sentences),
         )
         reply_a = call_a.value
         if reply_a is None:
             built.fallback = True
             report.fallbacks.append(f"{where}: rewrite failed ({(call_a.error or '')[:120]}); one raw sentence per turn")
-        res = validate_rewrite(reply_a, window, sdate, topic_next, session.index, turn_numbers)
+        res = validate_rewrite(reply_a, window, sdate, topic_next, session.index, turn_numbers,
+                               from_turns=fmt.turn_sentences)
         report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
         topic_next += len(res.topics)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from recollect.dialogue.models import Session
 from recollect.graphs.mragent.cues import cue_norm, cue_tokens
-from recollect.graphs.mragent.formats import lexical_cues
+from recollect.graphs.mragent.formats import lexical_cues, turn_sentences
 from recollect.graphs.mragent.layout import (
     K_CUE,
     K_EVENT,
@@ -43,14 +43,17 @@ class SessionMemory:
 
 
 def session_hash(session: Session, ctx: MRAgentContext) -> str:
-    """The session stamp: a session is rebuilt when its content, window size, reply format or cue
-    source changes (the stamps keep their earlier form for the json format and for LLM cues, so graphs
-    built before those settings stay valid). A rebuild reads call A from the LLM cache."""
+    """The session stamp: a session is rebuilt when its content, window size, reply format, cue source or
+    sentence source changes (the stamps keep their earlier form for the json format, for LLM cues and for
+    LLM sentences, so graphs built before those settings stay valid). A rebuild reads call A from the LLM
+    cache."""
     base = f"{session.content_hash()}:{ctx.mra_ingest_window_tokens}"
     if ctx.mra_ingest_format != "json":
         base = f"{base}:{ctx.mra_ingest_format}"
     if lexical_cues(ctx):
         base = f"{base}:lexical"
+    if turn_sentences(ctx):
+        base = f"{base}:turns"
     return base
 
 

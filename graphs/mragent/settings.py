@@ -57,6 +57,17 @@ class MRAgentSettings:
     mra_ingest_cues: Literal["lexical", "llm"] = setting(
         "lexical", "MRAgent: cues from each sentence's content words, no call (lexical), or the spec's cue "
                    "extraction call per window (llm); set at ingest", paper="llm")
+    # Issue 34 (spec: call A rewrites every turn into sentences, "llm"). On a CPU the builder is decode-bound
+    # (about 1200 generated tokens per LoCoMo session at ~16 tokens/s), and the rewritten sentences are most
+    # of those tokens. "turn": call A writes per turn only its tag, topics and date (plus the topics and
+    # facts), and each turn is one event whose sentence is the turn itself, "<speaker>: <text>" (the name
+    # stands for "I"; an image caption as the turn's text has it), embedded and the source of its cues.
+    # Applies to the compact format; json (the spec's keys) and compact_merged (cues copied from the written
+    # sentences) always have the model write them. Changing it re-ingests (new cache keys and stamps).
+    mra_ingest_sentences: Literal["turn", "llm"] = setting(
+        "turn", "MRAgent: each event's sentence is its turn as '<speaker>: <text>' and call A writes only tags, "
+                "topics, dates and facts (turn), or call A rewrites every turn into sentences (llm, the spec); "
+                "compact format only; set at ingest", paper="llm")
     # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
     # short span with absolute dates, the rewrite MGRetrieval's spec ends with (app/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,

@@ -2,7 +2,9 @@
 the window they were asked about (README.md in this folder, "What ingestion builds").
 
 Ids the model invents are dropped and reported, every turn gets at least one sentence, a cue stands
-only where it occurs verbatim in its sentence, and every sentence ends with its speaker as a cue.
+only where it occurs verbatim in its sentence, and every sentence ends with its speaker as a cue. With
+`mra_ingest_sentences="turn"` call A writes rows without sentences: each turn is then exactly one event
+whose sentence is `turn_sentence(turn)`, with its row's tag, topics and date.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class WindowResult:
     cues: dict[str, list[str]] = field(default_factory=dict)  # event id → cues written by call A (compact_merged)
 
 
+def turn_sentence(turn: Turn) -> str:
+    """A turn as its event's sentence when call A writes none: `<speaker>: <text>` (the name tells who "I"
+    is), with the image caption as `Turn.full_text` appends it."""
+    return f"{turn.speaker}: {turn.full_text}"
+
+
 def sentence_origin(sentence: Any, by_id: dict[str, Turn], shapes: Any, numbers: dict[str, str] | None) -> str:
     """The turn a call-A sentence comes from: its origin, else a turn named in its id; a number of the compact
     prompt read as its turn. Not necessarily a turn of the window (the caller checks)."""
@@ -56,25 +64,30 @@ def sentence_origin(sentence: Any, by_id: dict[str, Turn], shapes: Any, numbers:
     return str(origin)
 
 
-def empty_rewrite(reply: RewriteReply, window: list[Turn], numbers: dict[str, str] | None = None) -> str | None:
+def empty_rewrite(reply: RewriteReply, window: list[Turn], numbers: dict[str, str] | None = None,
+                  from_turns: bool = False) -> str | None:
     """Why a call-A reply that fits the schema is still no reply (no sentence with text comes from a turn of
-    the window: every turn would be a fallback sentence), else None."""
+    the window, or with `from_turns` no row names one: every turn would be a fallback), else None."""
     by_id = {t.id: t for t in window}
     shapes = turn_shapes(by_id)
-    if any(s.text and sentence_origin(s, by_id, shapes, numbers) in by_id for s in reply.sentences):
+    if any((from_turns or s.text) and sentence_origin(s, by_id, shapes, numbers) in by_id for s in reply.sentences):
         return None
+    if from_turns:
+        return "no row names a turn of this session: write one row for every turn, starting with its turn number"
     return "no sentence comes from a turn of this session: write at least one sentence for every turn, naming its turn"
 
 
 def validate_rewrite(
     reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
-    numbers: dict[str, str] | None = None,
+    numbers: dict[str, str] | None = None, from_turns: bool = False,
 ) -> WindowResult:
     """Apply call A's validation: origins in the window, ids renormalised, times, tags, topics,
     and one fallback sentence for every turn the model left out.
 
     `numbers` (the compact formats) maps the turn numbers shown in the prompt to turn ids; an origin
-    may then be a number or a turn id, and a topic reference a topic's number."""
+    may then be a number or a turn id, and a topic reference a topic's number. `from_turns`
+    (`mra_ingest_sentences="turn"`): the reply's rows carry no sentence; every turn is one event whose
+    sentence is `turn_sentence`, tagged by its first row (later rows for the same turn are dropped)."""
     res = WindowResult()
     by_id = {t.id: t for t in window}
     # A sentence without an origin may name its turn in its id (`D1:3-1`); an id shaped like the window's
@@ -91,26 +104,34 @@ def validate_rewrite(
     counters: dict[str, int] = {}
     produced: dict[str, list[dict[str, Any]]] = {t.id: [] for t in window}
     if reply is not None:
-        invented = []
+        invented, repeated = [], 0
         for s in reply.sentences:
             origin = sentence_origin(s, by_id, shapes, numbers)
             if origin not in by_id:
                 invented.append(origin or s.id or "?")
                 continue
-            if not s.text:
+            if from_turns and produced[origin]:
+                repeated += 1
+                continue
+            text = turn_sentence(by_id[origin]) if from_turns else s.text
+            if not text:
                 continue
             refs = s.topics if numbers is None else [t if t in topic_map else f"t{t}" for t in s.topics]
             topics = [topic_map[t] for t in refs if t in topic_map]
-            produced[origin].append({"text": s.text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
+            produced[origin].append({"text": text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
                                      "time": normalise_time(s.time, sdate), "topics": topics, "cues": s.cues})
         if invented:
-            res.notes.append(f"rewrite: dropped sentences with unknown origin {sorted(set(invented))}")
+            kind = "rows" if from_turns else "sentences"
+            res.notes.append(f"rewrite: dropped {kind} with unknown origin {sorted(set(invented))}")
+        if repeated:
+            res.notes.append(f"rewrite: dropped {repeated} more row(s) for a turn that already had one")
     missing = [tid for tid, items in produced.items() if not items]
     if reply is not None and missing:
-        res.notes.append(f"rewrite: {len(missing)} turn(s) without a sentence got a fallback: {missing}")
+        kind = "row" if from_turns else "sentence"
+        res.notes.append(f"rewrite: {len(missing)} turn(s) without a {kind} got a fallback: {missing}")
     for turn in window:
-        items = produced[turn.id] or [{"text": turn.full_text, "tag": OTHER_TAG, "time": sdate, "topics": [],
-                                       "cues": []}]
+        fallback = turn_sentence(turn) if from_turns else turn.full_text
+        items = produced[turn.id] or [{"text": fallback, "tag": OTHER_TAG, "time": sdate, "topics": [], "cues": []}]
         for item in items:
             counters[turn.id] = counters.get(turn.id, 0) + 1
             eid = event_id(turn.id, counters[turn.id])

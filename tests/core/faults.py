@@ -39,7 +39,13 @@ def _words(text: str, n: int) -> list[str]:
 
 def builder_reply(prompt: str, response_format: dict[str, Any] | None) -> str:
     """A valid reply with content for each builder's ingestion prompt (default settings: MRAgent compact
-    with lexical cues, MGRetrieval compact, HyMem dense); any other prompt gets `schema_reply`."""
+    with the turns as sentences and lexical cues, MGRetrieval compact, HyMem dense; MRAgent's sentences
+    call too); any other prompt gets `schema_reply`."""
+    if prompt.startswith("Index this conversation session"):  # mra_ingest_sentences="turn": a row per turn
+        turns = _MRA_TURN.findall(prompt)
+        return json.dumps({"topics": ["daily life"], "facts": [[int(turns[0][0]), turns[0][1], "life", turns[0][2]]],
+                           "turns": [[int(n), _words(text, 1)[0] if _words(text, 1) else "chat", [1], ""]
+                                     for n, spk, text in turns]})
     if prompt.startswith("Rewrite this conversation session"):
         turns = _MRA_TURN.findall(prompt)
         return json.dumps({"topics": ["daily life"], "facts": [[int(turns[0][0]), turns[0][1], "life", turns[0][2]]],
@@ -72,6 +78,8 @@ def empty_reply(messages: list[Any], kwargs: dict[str, Any]) -> str:
         return "[]"
     if prompt.startswith("Rewrite this conversation session"):
         return '{"topics": [], "facts": [], "sentences": []}'
+    if prompt.startswith("Index this conversation session"):
+        return '{"topics": [], "facts": [], "turns": []}'
     if prompt.startswith("Write the key information"):
         return '{"items": []}'
     return good_reply(messages, kwargs)

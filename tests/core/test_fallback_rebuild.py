@@ -40,12 +40,14 @@ def _fails_in_session_2(messages: list[Any], kwargs: dict[str, Any]) -> str:
 
 
 def _blank_keywords(messages: list[Any], kwargs: dict[str, Any]) -> str:
-    """Every turn named, every keyword blank or unusable; MRAgent's sentences all name no turn of the window."""
+    """Every turn named, every keyword blank or unusable; MRAgent's sentences (or turn rows) all name no turn of the window."""
     prompt = "\n".join(str(m.content) for m in messages)
     if prompt.startswith("List search keywords"):
         return json.dumps({n: " , ," for n, _, _ in re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", prompt, re.M)})
     if prompt.startswith("Rewrite this conversation session"):
         return '{"topics": [], "facts": [], "sentences": [[999, "Nobody said anything.", "chat", [], ""]]}'
+    if prompt.startswith("Index this conversation session"):
+        return '{"topics": [], "facts": [], "turns": [[999, "chat", [], ""]]}'
     return empty_reply(messages, kwargs)
 
 

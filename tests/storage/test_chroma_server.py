@@ -111,6 +111,8 @@ def _exercise(client: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"embedded": index.upsert(units), "again": index.upsert(units)}
     units[0] = Unit(units[0].id, "turn 1.1 about a grey cat", units[0].turn_ids, units[0].metadata)
     out["changed"] = index.upsert(units)
+    units[1] = Unit(units[1].id, units[1].text, units[1].turn_ids, {**units[1].metadata, "weight": 9.0})
+    out["relabelled"] = (index.upsert(units), index.get([units[1].id])[0].metadata["weight"])  # no re-embedding
     out["count"] = index.count()
     out["get"] = [u.as_dict() for u in index.get(["D2:3", "missing", "D1:1"])]
     out["all"] = sorted((u.as_dict() for u in index.all()), key=lambda d: d["id"])
@@ -134,5 +136,6 @@ def test_vector_calls_give_the_same_results_through_the_server(chroma_server: st
     embedded = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False))
     here, there = _exercise(embedded), _exercise(_server_client(chroma_server))
     assert here["get"][0]["id"] == "D2:3" and here["all"][0]["tags"] == ["a", "b"] and here["changed"] == 1
+    assert here["relabelled"] == (0, 9.0)
     assert [hit[0] for hit in here["query"]] == ["D1:1", "D1:3"]
     assert there == here

@@ -35,6 +35,9 @@ _NUM_TURN = re.compile(r"^(\d+) \| (\w+): (.*)$", re.M)
 _NUM_SENT = re.compile(r"^(\d+) \| (.*)$", re.M)
 
 
+TURN_PROMPT = "Index this conversation session"  # call A with mra_ingest_sentences="turn"
+
+
 def words(text: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z]+", text) if len(w) >= 4]
 
@@ -97,6 +100,16 @@ def compact_rewrite(content: dict[str, Any], merged: bool = False) -> dict[str, 
             "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
 
 
+def turn_rows(content: dict[str, Any]) -> dict[str, Any]:
+    """The content as call A's reply with mra_ingest_sentences="turn": a row per turn, no sentence text."""
+    def number(ref: str) -> Any:
+        return int(ref) if ref.isdigit() else ref
+
+    return {"topics": list(content["topics"]),
+            "turns": [[number(ref), tag, topics, time] for ref, _, tag, topics, time, _ in content["sentences"]],
+            "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
+
+
 def rewrite_reply(prompt: str, tag_for: Callable[[str, str], str] | None = None,
                   time_for: Callable[[str], str] | None = None, drop: set[str] | None = None,
                   invent: bool = False, sessions: Any = None) -> dict[str, Any]:
@@ -104,6 +117,8 @@ def rewrite_reply(prompt: str, tag_for: Callable[[str, str], str] | None = None,
     content = rewrite_content(prompt_turns(prompt, sessions), tag_for, time_for, drop, invent)
     if _TURN.search(prompt):
         return json_rewrite(content)
+    if prompt.startswith(TURN_PROMPT):
+        return turn_rows(content)
     return compact_rewrite(content, merged="each with its keywords" in prompt)
 
 
@@ -130,7 +145,7 @@ class IngestFake:
 
     def __call__(self, messages: list, kwargs: dict[str, Any]) -> Any:
         prompt = str(messages[0].content)
-        if prompt.startswith("Rewrite this conversation"):
+        if prompt.startswith(("Rewrite this conversation", TURN_PROMPT)):
             return rewrite_reply(prompt, sessions=self.sessions, **self.rewrite_kw)
         if prompt.startswith("For each sentence"):
             return keywords_reply(prompt, self.invent_id)
@@ -148,8 +163,10 @@ def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, n
     model = model or ingest_model()
     if isinstance(model.default, IngestFake):
         model.default.sessions = conv.sessions
-    # The acceptance behaviours are call B's (the spec's cue extraction); lexical cues have their own tests.
+    # The acceptance behaviours are call B's (the spec's cue extraction) over the sentences call A writes;
+    # lexical cues (test_compact.py) and the turns as sentences (test_sentences.py) have their own tests.
     ctx_kw.setdefault("mra_ingest_cues", "llm")
+    ctx_kw.setdefault("mra_ingest_sentences", "llm")
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, **ctx_kw)
     reports = ingest_conversation(conv, namespace, ctx, methods=["mragent"])
     return ctx, reports[-1]

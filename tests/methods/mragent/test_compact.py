@@ -120,6 +120,7 @@ def build(path: Path, fmt: str, replies: list[Any], **ctx_kw: Any) -> tuple[CueT
     model = ScriptedChatModel(script=list(replies), with_usage=False)
     conv = make_conversation([TURNS], captions=CAPTIONS)
     ctx_kw.setdefault("mra_ingest_cues", "llm")  # these are call B's formats; lexical cues make no call B
+    ctx_kw.setdefault("mra_ingest_sentences", "llm")  # and call A's sentences (test_sentences.py: the turns)
     ctx = AllMethodsContext(data_dir=str(path), chat_model=model, mra_ingest_format=fmt, **ctx_kw)
     report = ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
     return CueTagGraph.load(open_workspace(str(path)), "ns"), report, model
@@ -242,7 +243,8 @@ def test_format_is_part_of_the_cache_key_and_the_session_stamp(data_dir: str) ->
     model = ScriptedChatModel(script=[*json_replies(), *compact_replies()])
 
     def run(fmt: str) -> Any:
-        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm")
+        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_format=fmt, mra_ingest_cues="llm",
+                                mra_ingest_sentences="llm")
         return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
 
     first, second, third, again = run("json"), run("compact"), run("json"), run("json")
@@ -290,7 +292,8 @@ def test_compact_prompts_put_the_instructions_first(tmp_path: Path) -> None:
     sessions = [TURNS[:6], TURNS[6:]]
     model = ScriptedChatModel(script=[*compact_replies(), *compact_replies()])
     conv = make_conversation(sessions)
-    ctx = AllMethodsContext(data_dir=str(tmp_path), chat_model=model, mra_ingest_cues="llm")  # the default format is compact
+    ctx = AllMethodsContext(data_dir=str(tmp_path), chat_model=model, mra_ingest_cues="llm",
+                           mra_ingest_sentences="llm")  # the default format is compact
     assert ctx.mra_ingest_format == "compact"
     ingest_conversation(conv, "ns", ctx, methods=["mragent"])
     prompts = model.prompts()
@@ -328,7 +331,7 @@ def test_switching_the_cue_source_relinks_from_the_cached_rewrite(data_dir: str)
     model = ScriptedChatModel(script=compact_replies())
 
     def run(cues: str) -> Any:
-        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_cues=cues)
+        ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_cues=cues, mra_ingest_sentences="llm")
         return ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
 
     first = run("llm")
