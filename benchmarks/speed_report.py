@@ -3,7 +3,7 @@
     python benchmarks/speed_report.py [--data locomo_dev.json] [--questions 20] [--build-sessions 2]
                                       [--out benchmarks/reports/speed] [--work runs/speed_report]
 
-Three steps, one after the other in their own processes (never two model jobs side by side on 2 cores):
+Three steps (`--steps`), one after the other in their own processes (never two model jobs side by side on 2 cores):
 
 1. the server's limits: prefill and decode tokens/s on a fresh prompt (`benchmarks/speed.py --limits-only`);
 2. memory construction by the three model-calling builders (hymem, mragent, mgretrieval) on the first
@@ -22,7 +22,8 @@ computed prefill are also given as a multiple of RAG's.
 Writes summary.json and summary.md under --out, and the run's text-free ledger rows to --out/rows (they are
 current rows of the decisive eval: `recollect eval ... --rows benchmarks/reports/eval_decisive/rows
 --import-rows <work>/questions/per_question.jsonl` takes them over). The LoCoMo file (CC BY-NC) is read at
-run time; nothing here holds its text. `--report-only` rebuilds the report from an earlier --work folder.
+run time; nothing here holds its text. `--steps build` runs only that step (the report then has what --work holds); `--report-only` rebuilds the
+report from an earlier --work folder.
 """
 
 from __future__ import annotations
@@ -59,18 +60,32 @@ def _python(args: list[str], log: Path) -> None:
 # --------------------------------------------------------------------------------------------- steps
 
 
+STEPS = ("limits", "build", "questions")
+
+
 def measure(a: argparse.Namespace, work: Path) -> None:
     log = work / "log.txt"
-    print("1/3 the server's limits", flush=True)
-    _python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(work / "limits.json")], log)
-    print(f"2/3 memory construction: {', '.join(BUILDERS)} on the first {a.build_sessions} session(s) of "
-          f"{BUILD_CONVERSATION}, fresh data directory", flush=True)
+    if "limits" in a.steps:
+        print("limits: the server's prefill and decode tokens/s", flush=True)
+        _python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(work / "limits.json")], log)
+    if "build" in a.steps:
+        build(a, work, log)
+    if "questions" in a.steps:
+        questions(a, work, log)
+
+
+def build(a: argparse.Namespace, work: Path, log: Path) -> None:
+    print(f"build: {', '.join(BUILDERS)} on the first {a.build_sessions} session(s) of {BUILD_CONVERSATION}, "
+          "fresh data directory", flush=True)
     shutil.rmtree(work / "build", ignore_errors=True)
     _python(["-m", "recollect.cli", "--data-dir", str(work / "build" / "data"), "eval", "--data", a.data,
              "--methods", ",".join(BUILDERS), "--conversations", BUILD_CONVERSATION,
              "--max-sessions", str(a.build_sessions), "--limit", "1", "--judge", "none",
              "--out", str(work / "build" / "eval"), "--quiet"], log)
-    print(f"3/3 {a.questions} questions x {len(a.graphs)} graphs, every row computed now", flush=True)
+
+
+def questions(a: argparse.Namespace, work: Path, log: Path) -> None:
+    print(f"questions: {a.questions} x {len(a.graphs)} graphs, every row computed now", flush=True)
     shutil.rmtree(work / "rows", ignore_errors=True)
     shutil.rmtree(work / "questions", ignore_errors=True)
     _python(["-m", "recollect.cli", "eval", "--data", a.data, "--methods", ",".join(a.graphs),
@@ -140,7 +155,7 @@ def _machine() -> dict[str, Any]:
 def build_report(work: Path, command: str) -> dict[str, Any]:
     from recollect.eval.ledger import read_ledger
 
-    rows = read_ledger(work / "rows")
+    rows = read_ledger(work / "rows") if (work / "rows").is_dir() else []
     by_graph: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_graph.setdefault(r["method"], []).append(r)
@@ -203,8 +218,9 @@ def write(rep: dict[str, Any], work: Path, out: Path) -> None:
     (out / "summary.json").write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(markdown(rep), encoding="utf-8")
     rows_out = out / "rows"
-    shutil.rmtree(rows_out, ignore_errors=True)
-    shutil.copytree(work / "rows", rows_out)
+    if (work / "rows").is_dir():
+        shutil.rmtree(rows_out, ignore_errors=True)
+        shutil.copytree(work / "rows", rows_out)
     print(f"wrote {out / 'summary.json'}, {out / 'summary.md'} and {rows_out}/", flush=True)
 
 
@@ -216,9 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", default=",".join(GRAPHS))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "speed"))
     ap.add_argument("--work", default=str(ROOT / "runs" / "speed_report"))
+    ap.add_argument("--steps", default=",".join(STEPS), help="which steps to run (default: all three)")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from --work")
     a = ap.parse_args(argv)
     a.graphs = [g for g in a.graphs.split(",") if g]
+    a.steps = [x for x in a.steps.split(",") if x]
+    if not a.steps or set(a.steps) - set(STEPS):
+        ap.error(f"--steps: choose among {', '.join(STEPS)}")
     if a.questions < 1 or a.build_sessions < 1:
         ap.error("--questions and --build-sessions must be at least 1")
     work = Path(a.work)
@@ -227,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(a.data).is_file():
             ap.error(f"--data {a.data}: file not found")
         measure(a, work)
-    elif not (work / "rows").is_dir():
-        ap.error(f"--work {work}: no rows to report (run without --report-only first)")
+    elif not (work / "rows").is_dir() and not (work / "build" / "eval" / "summary.json").is_file():
+        ap.error(f"--work {work}: nothing to report (run without --report-only first)")
     command = "python benchmarks/speed_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write(build_report(work, command.strip()), work, Path(a.out))
     return 0

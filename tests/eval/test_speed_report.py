@@ -58,4 +58,4 @@ def test_report_only_without_a_run_is_one_clear_error(tmp_path: Path, capsys) ->
     with pytest.raises(SystemExit) as exc:
         speed_report.main(["--report-only", "--work", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     assert exc.value.code == 2
-    assert "no rows to report" in capsys.readouterr().err
+    assert "nothing to report" in capsys.readouterr().err
