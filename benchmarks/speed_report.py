@@ -9,8 +9,8 @@ Three steps (`--steps`), one after the other in their own processes (never two m
 2. memory construction by the three model-calling builders (hymem, mragent, mgretrieval) on the first
    `--build-sessions` sessions of conv-26, in a fresh data directory (no cached reply): seconds per session,
    calls, tokens and the server's prefill/decode seconds;
-3. `--questions` questions of both dev conversations (categories 1-4, the stratified sample with seed 0, a
-   subset of the decisive eval's 120) with all six graphs, every row computed now (a fresh rows folder; the
+3. `--questions` questions of both dev conversations (`--conversations`; categories 1-4, the stratified
+   sample with seed 0, with both conversations a subset of the decisive eval's 120) with all six graphs, every row computed now (a fresh rows folder; the
    memory of the whole conversations comes from the eval cache, built first if missing).
 
 Per graph, the means per question: seconds; prompt tokens computed (prompt minus those the server's cache
@@ -89,7 +89,7 @@ def questions(a: argparse.Namespace, work: Path, log: Path) -> None:
     shutil.rmtree(work / "rows", ignore_errors=True)
     shutil.rmtree(work / "questions", ignore_errors=True)
     _python(["-m", "recollect.cli", "eval", "--data", a.data, "--methods", ",".join(a.graphs),
-             "--conversations", *CONVERSATIONS, "--categories", "1,2,3,4", "--sample", str(a.questions),
+             "--conversations", *a.conversations, "--categories", "1,2,3,4", "--sample", str(a.questions),
              "--seed", "0", "--judge", "none", "--rows", str(work / "rows"), "--out", str(work / "questions")], log)
 
 
@@ -152,7 +152,7 @@ def _machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count()}
 
 
-def build_report(work: Path, command: str) -> dict[str, Any]:
+def build_report(work: Path, command: str, conversations: list[str] | None = None) -> dict[str, Any]:
     from recollect.eval.ledger import read_ledger
 
     rows = read_ledger(work / "rows") if (work / "rows").is_dir() else []
@@ -172,7 +172,7 @@ def build_report(work: Path, command: str) -> dict[str, Any]:
     return {
         "command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": _machine(),
         "limits": json.loads((work / "limits.json").read_text()) if (work / "limits.json").is_file() else None,
-        "questions": questions, "conversations": list(CONVERSATIONS), "categories": [1, 2, 3, 4],
+        "questions": questions, "conversations": list(conversations or CONVERSATIONS), "categories": [1, 2, 3, 4],
         "graphs": graphs, "builders": builders,
         "fingerprints": {g: by_graph[g][0]["fingerprint"] for g in graphs},
         "provenance": [json.loads(p) for p in provenance],
@@ -187,7 +187,7 @@ def markdown(rep: dict[str, Any]) -> str:
         f"the server's limits in this run: prefill {lim.get('prefill_tps', '?')} tok/s, decode "
         f"{lim.get('decode_tps', '?')} tok/s.",
         f"{rep['questions']} questions of {', '.join(rep['conversations'])} (categories 1-4, stratified, seed 0, "
-        "a subset of the decisive eval's), every row computed in this run; no judge.", "",
+        "with both dev conversations a subset of the decisive eval's), every row computed in this run; no judge.", "",
         "Means per question. `computed` = prompt tokens the model computed (the rest came from its prompt cache). "
         "Seconds split into the server's own prefill and decode timings, the rest of each model call (HTTP, "
         "grammar, queueing), retrieval (query embedding, vector search, BM25, fusion) and everything else.", "",
@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=20)
     ap.add_argument("--build-sessions", type=int, default=2)
     ap.add_argument("--graphs", default=",".join(GRAPHS))
+    ap.add_argument("--conversations", default=",".join(CONVERSATIONS),
+                    help="whole conversations to draw the questions from (one builds half the memory)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "speed"))
     ap.add_argument("--work", default=str(ROOT / "runs" / "speed_report"))
     ap.add_argument("--steps", default=",".join(STEPS), help="which steps to run (default: all three)")
@@ -237,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.graphs = [g for g in a.graphs.split(",") if g]
     a.steps = [x for x in a.steps.split(",") if x]
+    a.conversations = [c for c in a.conversations.split(",") if c]
     if not a.steps or set(a.steps) - set(STEPS):
         ap.error(f"--steps: choose among {', '.join(STEPS)}")
     if a.questions < 1 or a.build_sessions < 1:
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not (work / "rows").is_dir() and not (work / "build" / "eval" / "summary.json").is_file():
         ap.error(f"--work {work}: nothing to report (run without --report-only first)")
     command = "python benchmarks/speed_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    write(build_report(work, command.strip()), work, Path(a.out))
+    write(build_report(work, command.strip(), a.conversations), work, Path(a.out))
     return 0
 
 
