@@ -10,8 +10,9 @@ Three steps (`--steps`), one after the other in their own processes (never two m
    `--build-sessions` sessions of conv-26, in a fresh data directory (no cached reply): seconds per session,
    calls, tokens and the server's prefill/decode seconds;
 3. `--questions` questions of both dev conversations (`--conversations`; categories 1-4, the stratified
-   sample with seed 0, with both conversations a subset of the decisive eval's 120) with all six graphs, every row computed now (a fresh rows folder; the
-   memory of the whole conversations comes from the eval cache, built first if missing).
+   sample with seed 0; with both conversations a subset of the decisive eval's 120) with all six graphs,
+   every row computed now (a fresh rows folder; the memory of the whole conversations comes from the eval
+   cache, built first if missing).
 
 Per graph, the means per question: seconds; prompt tokens computed (prompt minus those the server's cache
 served); and the seconds split into prefill and decode (the server's own timings), the rest of the model
