@@ -90,9 +90,21 @@ class RouterReply(BaseModel):
 TRACKER_FIRST = ("evidence", "gaps", "decision")
 
 
+# With the lists required, the 1.5B model filled them with whole turn lines (date header included): six
+# 300-character bullets ran past the call's 400 tokens, so the reply was cut off and asked again (measured on
+# the decisive eval: 2 of 3 router calls of a question ended at the length limit, 50 s of decoding each).
+# Required lists get these tighter caps, which together stay well under the call's completion budget.
+REQUIRED_EVIDENCE_CAP = (4, 160)  # items, characters each
+REQUIRED_GAPS_CAP = (3, 100)
+
+
 def _require(names: tuple[str, ...]) -> Any:
     def extra(schema: dict[str, Any]) -> None:
         schema["required"] = list(names)
+        props = schema["properties"]
+        for name, (items, chars) in (("evidence", REQUIRED_EVIDENCE_CAP), ("gaps", REQUIRED_GAPS_CAP)):
+            props[name]["maxItems"] = items
+            props[name]["items"]["maxLength"] = chars
 
     return extra
 

@@ -292,6 +292,12 @@ def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsCo
     for name in ("reasoning", "detailed_answer", "retrieval_query"):
         string = next(b for b in props[name]["anyOf"] if b.get("type") == "string")
         assert 0 < string["maxLength"] <= 300, name
+    # required lists (memr3_require_tracker, the default) are capped tighter: together under the call's budget
+    assert props["evidence"]["maxItems"] == 4 and props["evidence"]["items"]["maxLength"] == 160
+    assert props["gaps"]["maxItems"] == 3 and props["gaps"]["items"]["maxLength"] == 100
+    model = scripted([route("answer"), ANSWER])
+    run_graph(graph, with_model(ctx, model, memr3_require_tracker=False), "ns", Q)
+    props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
     assert props["evidence"]["maxItems"] == 6 and props["evidence"]["items"]["maxLength"] == 300
 
 
