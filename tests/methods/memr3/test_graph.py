@@ -50,17 +50,6 @@ def by_kind(router_reply: dict[str, Any]) -> Any:
     return lambda msgs, kw: router_reply if "decision" in json.dumps(kw.get("response_format", {})) else ANSWER
 
 
-@pytest.fixture
-def ctx(data_dir: str) -> AllMethodsContext:
-    conv = make_conversation([[("Ann", t) for t in TOPICS[:4]], [("Bob", t) for t in TOPICS[4:]]],
-                             captions={"D1:1": "a grey cat on a sofa"})
-    # The spec's answer step (no span rewrite): these tests count and script every call.
-    c = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
-                memr3_answer_rewrite=False)
-    ingest_conversation(conv, "ns", c, methods=["memr3"])
-    return c
-
-
 def with_model(ctx: AllMethodsContext, model: ScriptedChatModel, **kw: Any) -> AllMethodsContext:
     return ctx.with_overrides(chat_model=model, **kw)
 

@@ -6,26 +6,13 @@ import os
 import re
 from typing import Any
 
-import pytest
-
 from recollect.graphs.memr3.graph import graph
 from recollect.graphs.registry import AllMethodsContext
-from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
-from tests.helpers import make_conversation, nodes, run_graph
-from tests.methods.memr3.test_graph import ANSWER, TOPICS, Q, by_kind, route, router_calls, with_model
+from tests.helpers import nodes, run_graph
+from tests.methods.memr3.test_graph import ANSWER, Q, by_kind, route, router_calls, with_model
 
 TURN_LINE = re.compile(r"^\[[^\]\s]+\] .+$", re.M)
-
-
-@pytest.fixture
-def ctx(data_dir: str) -> AllMethodsContext:
-    conv = make_conversation([[("Ann", t) for t in TOPICS[:4]], [("Bob", t) for t in TOPICS[4:]]],
-                             captions={"D1:1": "a grey cat on a sofa"})
-    c = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
-                          memr3_answer_rewrite=False)
-    ingest_conversation(conv, "ns", c, methods=["memr3"])
-    return c
 
 
 def text(call: dict[str, Any]) -> str:
