@@ -61,10 +61,12 @@ class HyMemSettings:
     # the call's memory, then the step's task (layout.py in this folder), so the deep selection reuses the
     # light call's question and summaries (the same ranking, numbered alike); each call sees what it saw
     # before. False = the paper's prompts (instructions first), byte for byte.
+    # Default false since 2026-11-27: not yet measured on the model, and with it on HyMem answered an easy
+    # question of tests/methods/hymem/test_local.py wrongly (the question's own name instead of the answer).
     hymem_prefix_layout: bool = setting(
-        True, "HyMem: lay out the light, selection, deep answer and reflect prompts as one shared prefix (frame, "
+        False, "HyMem: lay out the light, selection, deep answer and reflect prompts as one shared prefix (frame, "
               "question, memory) and a per-step task, so a server's prompt cache reuses the light call's "
-              "summaries in the selection (false = the paper's prompts)", paper=False)
+              "summaries in the selection (false = the paper's prompts)")
 
 
 @dataclass(kw_only=True)

@@ -32,5 +32,7 @@ def test_the_off_path_sends_the_old_requests_byte_for_byte(tmp_path: Path, graph
 
 @pytest.mark.parametrize("graph", ["memr3", "mragent", "hymem"])
 def test_the_layout_on_changes_the_requests(tmp_path: Path, graph: str) -> None:
-    got = digests(record(graph, {}, str(tmp_path)))
+    on = {"memr3": {"memr3_prefix_layout": True, "memr3_skip_forced_router": True, "memr3_require_tracker": True},
+          "mragent": {}, "hymem": {"hymem_prefix_layout": True}}[graph]
+    got = digests(record(graph, on, str(tmp_path)))
     assert got != BEFORE[f"{graph}/tuned"]  # the digests above would not notice a layout that did nothing

@@ -276,12 +276,12 @@ def test_supports_fall_back_to_shown_turns_containing_the_answer(ctx: AllMethods
 
 def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsContext) -> None:
     model = scripted([route("answer"), ANSWER])
-    run_graph(graph, with_model(ctx, model), "ns", Q)
+    run_graph(graph, with_model(ctx, model, memr3_require_tracker=True), "ns", Q)
     props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
     for name in ("reasoning", "detailed_answer", "retrieval_query"):
         string = next(b for b in props[name]["anyOf"] if b.get("type") == "string")
         assert 0 < string["maxLength"] <= 300, name
-    # required lists (memr3_require_tracker, the default) are capped tighter: together under the call's budget
+    # required lists (memr3_require_tracker) are capped tighter: together under the call's budget
     assert props["evidence"]["maxItems"] == 4 and props["evidence"]["items"]["maxLength"] == 160
     assert props["gaps"]["maxItems"] == 3 and props["gaps"]["items"]["maxLength"] == 100
     model = scripted([route("answer"), ANSWER])
@@ -291,8 +291,8 @@ def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsCo
 
 
 @pytest.mark.parametrize(("overrides", "required"), [
-    ({}, ["evidence", "gaps", "decision"]),  # the default
-    ({"memr3_require_tracker": False}, ["decision"]),
+    ({"memr3_require_tracker": True}, ["evidence", "gaps", "decision"]),
+    ({}, ["decision"]),  # the default
     ({"profile": "paper"}, ["decision"]),
 ])
 def test_router_schema_requires_the_tracker_before_the_decision(ctx: AllMethodsContext, overrides: dict[str, Any],

@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+import pytest
+
 from recollect.graphs.memr3.graph import graph
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import scripted
@@ -13,6 +15,12 @@ from tests.helpers import nodes, run_graph
 from tests.methods.memr3.test_graph import ANSWER, Q, by_kind, route, router_calls, with_model
 
 TURN_LINE = re.compile(r"^\[[^\]\s]+\] .+$", re.M)
+
+
+@pytest.fixture
+def ctx(ctx: AllMethodsContext) -> AllMethodsContext:
+    """The layout and the dropped budget call on (both off by default until measured on the model)."""
+    return ctx.with_overrides(memr3_prefix_layout=True, memr3_skip_forced_router=True)
 
 
 def text(call: dict[str, Any]) -> str:
