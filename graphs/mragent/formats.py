@@ -140,13 +140,12 @@ class TurnRewriteReply(RewriteReply):
     Also read: the rows under `sentences`, and a sentence row of the compact format (five or more elements,
     its sentence ignored), so a model that writes the sentences anyway still gives its tags and dates."""
 
+    # A name of its own, so the parent's `_compact_keys` (`facts` for `personal_facts`) runs as well.
     @model_validator(mode="before")
     @classmethod
-    def _compact_keys(cls, v: Any) -> Any:
+    def _turn_rows(cls, v: Any) -> Any:
         if isinstance(v, dict) and "turns" in v and "sentences" not in v:
             v = {**v, "sentences": v["turns"]}
-        if isinstance(v, dict) and "facts" in v and "personal_facts" not in v:
-            v = {**v, "personal_facts": v["facts"]}
         return v
 
     @field_validator("sentences", mode="before")
