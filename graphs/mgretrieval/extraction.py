@@ -40,6 +40,7 @@ from recollect.graphs.mgretrieval.vocabulary import (
     KeywordVocabulary,
     clean_keywords,
     fallback_keywords,
+    grounded_keywords,
     normalise_keyword,
     usable_keyword,
 )
@@ -207,8 +208,12 @@ class VocabularyBuilder:
                 found.setdefault(tid, batch_kws)
         out: dict[str, list[str]] = {}
         fallback: list[str] = []
+        ungrounded = 0
         for turn in session.turns:
             kws = found.get(turn.id)
+            if kws and self.ctx.mg_keyword_grounding:
+                kws, dropped = grounded_keywords(kws, turn, self.ctx.mg_grounded_minimum)
+                ungrounded += dropped
             if not kws:
                 kws = fallback_keywords(turn, min(FALLBACK_MAX, k))
                 fallback.append(turn.id)
@@ -217,6 +222,8 @@ class VocabularyBuilder:
             if usable_keyword(speaker) and speaker not in kws:
                 kws = [*kws, speaker]
             out[turn.id] = kws
+        if ungrounded:
+            notes.append({"ungrounded_keywords_dropped": ungrounded})
         return out, fallback, notes
 
     def match(self, candidates: dict[str, list[str]]) -> tuple[dict[str, str | None], list[dict[str, Any]]]:

@@ -71,6 +71,8 @@ def settings_fingerprint(ctx: MGRetrievalContext, model: Any, embedder: str) -> 
         # The json format keeps the fingerprint it had before the setting existed, so stores built
         # then stay valid under it; any other format is part of the chain (switching replays).
         parts["format"] = ctx.mg_ingest_format
+    if ctx.mg_keyword_grounding:  # off leaves the fingerprint as it was before the setting existed
+        parts["grounding"] = ctx.mg_grounded_minimum
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -26,6 +26,16 @@ class MGRetrievalSettings:
     mg_empty_fallback: Literal["dense", "none"] = setting(
         "dense", "MGRetrieval: dense retrieval when no keyword group matches (dense) or nothing")
     mg_rewrite_with_question: bool = setting(True, "MGRetrieval: the rewrite call also sees the question", paper=False)
+    # Issue 35 (spec: a turn's keywords are the model's reply as it is). In the 1.5B model's replies most
+    # keywords shared no word with their turn: a turn's row repeated its neighbour's, or the prompt's subject
+    # (on a cached conv-30 build, 37 % of keywords had a word of their turn). True keeps only keywords that
+    # share a content word with the turn and tops a turn up to `mg_grounded_minimum` with its own words.
+    mg_keyword_grounding: bool = setting(
+        False, "MGRetrieval: keep only extracted keywords that share a word with their turn, topped up with the "
+               "turn's own words (false = spec); set at ingest", paper=False)
+    mg_grounded_minimum: int = setting(
+        3, "MGRetrieval: with mg_keyword_grounding, the keywords a turn is topped up to with its own words",
+        ge=0)
     mg_keep_surface_forms: bool = setting(
         False, "MGRetrieval: keep keywords' surface forms instead of normalising them")
     # --- mg_ingest_format (issue 12) ---

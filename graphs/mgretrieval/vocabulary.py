@@ -95,6 +95,30 @@ def fallback_keywords(turn: Turn, limit: int = FALLBACK_MAX) -> list[str]:
     return out
 
 
+def _stem(word: str) -> str:
+    """A crude stem for grounding: plural "s" off, then the first five letters ("paintings" → "paint")."""
+    w = word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    return w[:5]
+
+
+def grounded_keywords(keywords: Sequence[str], turn: Turn, minimum: int) -> tuple[list[str], int]:
+    """`mg_keyword_grounding`: the keywords that share a content word (by `_stem`) with the turn (its text,
+    caption and speaker), topped up to `minimum` with the turn's own words (`fallback_keywords`); returns
+    them and how many were dropped. Keywords the small model carried over from a neighbouring turn, or
+    copied from the prompt, name no word of the turn and would file it under another turn's subject."""
+    own = {_stem(w) for w in normalise_keyword(f"{turn.speaker} {turn.full_text}").split() if w not in STOPWORDS}
+    kept = [kw for kw in keywords
+            if any(_stem(w) in own for w in kw.split() if w not in STOPWORDS)]
+    dropped = len(keywords) - len(kept)
+    speaker = normalise_keyword(turn.speaker)  # the extractor adds it to every turn anyway
+    for kw in fallback_keywords(turn, FALLBACK_MAX + 1):
+        if len(kept) >= minimum:
+            break
+        if kw not in kept and kw != speaker:
+            kept.append(kw)
+    return kept, dropped
+
+
 def question_ngrams(text: str, max_n: int = MAX_KEYWORD_WORDS) -> list[str]:
     """Every 1..max_n-word n-gram of the normalised text, by position, longest first at a position."""
     words = normalise_keyword(text).split()

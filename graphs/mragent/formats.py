@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -36,6 +37,11 @@ DATE_PATTERN = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
 # validation does not enforce them (graphs/memr3/ caps its router schema the same way).
 CAP_TOPICS, CAP_SENTENCES, CAP_FACTS, CAP_CUE_ROWS = 10, 120, 30, 120
 CAP_TEXT, CAP_TAG, CAP_TOPIC, CAP_PERSON, CAP_FACT, CAP_CUE = 300, 30, 60, 40, 200, 60
+# The turn rows' schema (mra_ingest_sentences="turn") is bounded by its window: one row per turn, numbers of
+# the window's turns only, and a few short facts. Unbounded, the 1.5B model's replies ran on to max_tokens on
+# this runtime (1266 generated tokens per LoCoMo session, 154 s): it kept copying turns into facts, up to 30
+# of 200 characters each, and a grammar lets a row list go on past the last turn.
+TURN_TOPICS, TURN_FACT_CHARS, TURNS_PER_FACT = 6, 100, 5
 
 
 def _positional(item: Any, names: tuple[str, ...]) -> Any:
@@ -158,7 +164,7 @@ class TurnRewriteReply(RewriteReply):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return turn_rewrite_schema()
+        return turn_rewrite_schema(1, CAP_SENTENCES)  # a call sends its window's: `turn_rewrite_reply`
 
 
 class CueItem(BaseModel):
@@ -225,23 +231,43 @@ def compact_rewrite_schema(with_cues: bool) -> dict[str, Any]:
     }
 
 
-def turn_rewrite_schema() -> dict[str, Any]:
-    """The JSON schema call A sends with `mra_ingest_sentences="turn"`: the compact schema with a row per
-    turn, [turn number, tag, topic numbers, date], under `turns` instead of the sentences."""
+def turn_facts_cap(n_turns: int) -> int:
+    """At most one fact per `TURNS_PER_FACT` turns of a window, and at least one."""
+    return max(1, -(-n_turns // TURNS_PER_FACT))
+
+
+def turn_rewrite_schema(first: int, last: int) -> dict[str, Any]:
+    """The JSON schema call A sends with `mra_ingest_sentences="turn"` for the window of turns `first..last`
+    (their numbers in the session): the compact schema with a row per turn, [turn number, tag, topic numbers,
+    date], under `turns` instead of the sentences, bounded by the window (see `TURN_TOPICS`)."""
+    n = last - first + 1
     number = {"type": "integer"}
-    row = _row_schema(number, _text_schema(CAP_TAG), _list_schema(number, 3),
+    turn_number = {"type": "integer", "minimum": first, "maximum": last}
+    row = _row_schema(turn_number, _text_schema(CAP_TAG), _list_schema(number, 3),
                       {"type": "string", "pattern": DATE_PATTERN})
-    fact = _row_schema(number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(CAP_FACT))
+    fact = _row_schema(turn_number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(TURN_FACT_CHARS))
     return {
         "title": "RewriteTurns",
         "type": "object",
         "properties": {
-            "topics": _list_schema(_text_schema(CAP_TOPIC), CAP_TOPICS),
-            "turns": _list_schema(row, CAP_SENTENCES),
-            "facts": _list_schema(fact, CAP_FACTS),
+            "topics": _list_schema(_text_schema(CAP_TOPIC), TURN_TOPICS),
+            "turns": _list_schema(row, n),
+            "facts": _list_schema(fact, turn_facts_cap(n)),
         },
         "required": ["topics", "turns", "facts"],
     }
+
+
+@lru_cache(maxsize=256)
+def turn_rewrite_reply(first: int, last: int) -> type[TurnRewriteReply]:
+    """`TurnRewriteReply` with the schema of the window `first..last` sent to the endpoint."""
+    schema = turn_rewrite_schema(first, last)
+
+    def model_json_schema(cls: type[TurnRewriteReply], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return schema
+
+    return type("RewriteTurns", (TurnRewriteReply,),
+                {"__module__": __name__, "model_json_schema": classmethod(model_json_schema)})
 
 
 def compact_cue_schema() -> dict[str, Any]:
@@ -289,6 +315,10 @@ class IngestFormat:
     rewrite_cap: tuple[int, int, int]
     cue_cap: tuple[int, int, int]
     turn_sentences: bool = False  # call A writes no sentence: each turn's text is its one event's sentence
+
+    def rewrite_model(self, first: int, last: int) -> type[RewriteReply]:
+        """Call A's reply model for the window of turns `first..last` (the turn rows are bounded by it)."""
+        return turn_rewrite_reply(first, last) if self.turn_sentences else self.rewrite_schema
 
 
 FORMATS = {

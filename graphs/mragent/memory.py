@@ -31,7 +31,14 @@ from typing import Any
 
 from recollect.dialogue.models import Conversation, Session
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES
-from recollect.graphs.mragent.formats import CueItem, CueReply, completion_cap, ingest_format, lexical_cues
+from recollect.graphs.mragent.formats import (
+    CueItem,
+    CueReply,
+    completion_cap,
+    ingest_format,
+    lexical_cues,
+    turn_facts_cap,
+)
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_SESSION, METHOD, TOPICS_KIND
 from recollect.graphs.mragent.persist import (
     SessionMemory,
@@ -74,13 +81,17 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
         payload_a: dict[str, Any] = {"date_time": session.date_time, "session_date": sdate, "turns": turns_text}
         if fmt.numbered:
             payload_a["format"] = ctx.mra_ingest_format  # json keeps its keys, so its cache stays valid
+        extra: dict[str, Any] = {}
         if fmt.turn_sentences:
             payload_a["sentences"] = "turn"  # (its prompt differs too) never a reply that wrote the sentences
+            payload_a["bounded"] = 1  # the window-bounded schema and its prompt: no reply of the unbounded one
+            extra["max_facts"] = turn_facts_cap(len(window))
         msgs_a = [HumanMessage(content=render_prompt(METHOD, fmt.rewrite, date_time=session.date_time,
-                                                     session_date=sdate or "unknown", turns=turns_text))]
+                                                     session_date=sdate or "unknown", turns=turns_text, **extra))]
         call_a = cached_structured_call(
             cache, cache_key(namespace, METHOD, fmt.rewrite, mname, temp, payload_a), model, msgs_a,
-            fmt.rewrite_schema, node="mragent_rewrite", method=ctx.structured_method,
+            fmt.rewrite_model(window[0].index, window[-1].index), node="mragent_rewrite",
+            method=ctx.structured_method,
             max_tokens=completion_cap(fmt.rewrite_cap, len(window)), report=report,
             # a reply that fits the schema but names no turn would leave every turn a fallback sentence:
             # failed, so the session is stamped a fallback and built again by the next ingest

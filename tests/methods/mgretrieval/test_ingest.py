@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from recollect.dialogue.models import Turn
+from recollect.graphs.mgretrieval.memory import settings_fingerprint
 from recollect.graphs.mgretrieval.vocabulary import (
     DOC_TURN,
     KeywordVocabulary,
     fallback_keywords,
+    grounded_keywords,
     normalise_keyword,
     session_records,
 )
@@ -275,3 +277,36 @@ def test_replies_cached_in_the_old_format_are_reused(data_dir: str, monkeypatch:
     assert aux.count("turns") == before + 1  # only the changed session 1; session 2 from the old entry
     assert report.cached_calls >= 1
     assert report.fallbacks == ["replayed from session position 0 (stored sessions changed)"]
+
+
+def test_grounded_keywords_keep_those_sharing_a_word_with_the_turn_and_top_up() -> None:
+    turn = Turn(id="D1:2", speaker="Bob", text="I bought two red kayaks for the lake", session=1, index=2)
+    kept, dropped = grounded_keywords(["red kayak", "support group", "lgbtq", "bob", "lake trip"], turn, 3)
+    assert kept == ["red kayak", "bob", "lake trip"] and dropped == 2  # plural and prefix both count
+    kept, dropped = grounded_keywords(["support group", "courage"], turn, 3)
+    assert dropped == 2 and kept == ["bought", "two", "red"]  # the turn's own words, the speaker left out
+    assert grounded_keywords(["support group"], turn, 0) == ([], 1)
+
+
+def test_keyword_grounding_drops_a_neighbour_s_keywords_at_ingest(data_dir: str) -> None:
+    """The fake model repeats turn 1's keywords for turn 2 (what the 1.5B model did): with the setting on,
+    turn 2 keeps none of them and is filed under its own words; off (the spec), it is filed under them."""
+    copied = {"D1:1": ["hiking", "alps", "clara"], "D1:2": ["hiking", "alps", "clara"]}
+    for grounding, data in ((False, f"{data_dir}/off"), (True, f"{data_dir}/on")):
+        aux = FakeAux(copied)
+        ctx = ctx_for(data, aux, mg_keyword_grounding=grounding)
+        ingest_conversation(make_conversation(SESSIONS[:1]), "ns", ctx, methods=["mgretrieval"])
+        vocab = KeywordVocabulary.load(open_workspace(data), "ns")
+        record = session_records(open_workspace(data), "ns")[0]
+        if grounding:
+            assert vocab.memories("alps") == ["D1:1"] and "D1:2" in vocab.memories("kayak")
+            assert {"ungrounded_keywords_dropped": 3} in record["notes"] and not record["fallback_turns"]
+        else:
+            assert vocab.memories("alps") == ["D1:1", "D1:2"] and "kayak" not in vocab.entries
+
+
+def test_keyword_grounding_is_part_of_the_chain_only_when_on() -> None:
+    base = AllMethodsContext()
+    off = settings_fingerprint(base, None, "e")
+    assert settings_fingerprint(AllMethodsContext(mg_keyword_grounding=False, mg_grounded_minimum=5), None, "e") == off
+    assert settings_fingerprint(AllMethodsContext(mg_keyword_grounding=True), None, "e") != off

@@ -13,7 +13,13 @@ import pytest
 from benchmarks.mragent_ingest_tokens import digests, record
 from recollect.eval.fingerprint import builder_fingerprint
 from recollect.graphs.mragent.cues import MAX_CUES, fallback_cues
-from recollect.graphs.mragent.formats import TurnRewriteReply, turn_rewrite_schema
+from recollect.graphs.mragent.formats import (
+    TURN_FACT_CHARS,
+    TurnRewriteReply,
+    turn_facts_cap,
+    turn_rewrite_reply,
+    turn_rewrite_schema,
+)
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.validation import empty_rewrite, turn_sentence, validate_rewrite
@@ -50,7 +56,8 @@ def test_each_turn_is_one_event_whose_sentence_is_the_speaker_and_the_turn(data_
     assert report.llm_calls == len(model.calls) == len(SESSIONS) and not report.fallbacks  # call A only
     call = model.calls[0]
     assert str(call["messages"][0].content).startswith(TURN_PROMPT)
-    assert call["kwargs"]["response_format"]["schema"] == turn_rewrite_schema()
+    n_first = len(SESSIONS[0])
+    assert call["kwargs"]["response_format"]["schema"] == turn_rewrite_schema(1, n_first)
     g = graph(data_dir)
     assert list(g.events) == [f"{t.id}-1" for t in g.turns.values()]  # one event per turn, the usual ids
     first = g.events["D1:1-1"]
@@ -182,3 +189,23 @@ def test_a_rebuilt_fallback_session_updates_the_event_metadata_without_embedding
     unit = open_workspace(data_dir).index(EVENTS_KIND, "ns").get(["D1:3-1"])[0]
     assert (unit.metadata["tag"], unit.metadata["time"]) == ("shelter", "2023-04-30")
     assert unit.text == graph(data_dir).events["D1:3-1"]["rewritten"]
+
+
+def test_the_turn_rows_schema_is_bounded_by_its_window() -> None:
+    """A grammar made from it ends the row list at the window's last turn, names only the window's turns
+    and keeps facts few and short: unbounded, the model's replies ran on to max_tokens (issue 34)."""
+    schema = turn_rewrite_schema(21, 32)
+    props = schema["properties"]
+    assert schema["required"] == ["topics", "turns", "facts"]
+    assert props["turns"]["maxItems"] == 12
+    number = props["turns"]["items"]["prefixItems"][0]
+    assert (number["minimum"], number["maximum"]) == (21, 32)
+    assert props["facts"]["maxItems"] == turn_facts_cap(12) == 3
+    assert props["facts"]["items"]["prefixItems"][0] == number
+    assert props["facts"]["items"]["prefixItems"][3]["maxLength"] == TURN_FACT_CHARS
+    assert turn_facts_cap(1) == 1 and turn_facts_cap(5) == 1 and turn_facts_cap(6) == 2
+    model = turn_rewrite_reply(21, 32)
+    assert model.model_json_schema() == schema and turn_rewrite_reply(21, 32) is model
+    assert issubclass(model, TurnRewriteReply)
+    reply = model.model_validate({"topics": ["pets"], "turns": [[21, "cat", [1], ""]], "facts": []})
+    assert reply.sentences[0].origin == "21" and reply.sentences[0].tag == "cat"
