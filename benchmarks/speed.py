@@ -23,16 +23,17 @@ import argparse
 import json
 import math
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.subprocess_run import ROOT, machine, run_python  # noqa: E402
+
 PHASES: dict[str, dict[str, Any]] = {
     "before": {"env": {"RECOLLECT_LOCAL_RUNTIME": "llama-cpp-python", "RECOLLECT_LOCAL_CPU_FLAGS": "avx2"},
                "settings": ["mra_ingest_format=json", "mra_ingest_cues=llm", "mg_ingest_format=json",
@@ -78,13 +79,6 @@ def measure_limits(repeats: int = 2) -> dict[str, float]:
 # --------------------------------------------------------------------------------------------- phases
 
 
-def _python(args: list[str], env: dict[str, str], log: Path) -> None:
-    with open(log, "a", encoding="utf-8") as out:
-        proc = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args[:4])} failed with {proc.returncode}; see {log}")
-
-
 def run_phase(name: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
     phase = PHASES[name]
     env = dict(os.environ, **phase["env"], PYTHONUNBUFFERED="1")
@@ -94,13 +88,13 @@ def run_phase(name: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
     pdir.mkdir(parents=True, exist_ok=True)
     log = pdir / "log.txt"
     print(f"[{name}] limits ({phase['env'] or 'defaults'})", flush=True)
-    _python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(pdir / "limits.json")], env, log)
+    run_python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(pdir / "limits.json")], log, env)
     sets = [x for kv in phase["settings"] for x in ("--set", kv)]
     print(f"[{name}] eval: construction + {a.questions} question(s) x {len(a.methods)} graphs", flush=True)
-    _python(["-m", "recollect.cli", "--data-dir", str(pdir / "data"), "eval", "--data", a.data,
+    run_python(["-m", "recollect.cli", "--data-dir", str(pdir / "data"), "eval", "--data", a.data,
              "--methods", ",".join(a.methods), "--conversations", a.conversation,
              "--max-sessions", str(a.sessions), "--categories", "1,2,4", "--limit", str(a.questions),
-             "--judge", "none", "--out", str(pdir / "eval"), "--quiet", *sets], env, log)
+             "--judge", "none", "--out", str(pdir / "eval"), "--quiet", *sets], log, env)
     return collect(pdir)
 
 
@@ -161,8 +155,7 @@ def build_report(before: dict[str, Any], after: dict[str, Any], a: argparse.Name
                                "speedup": round(b["s_per_session"] / n["s_per_session"], 2),
                                "completion_tokens_before": b["completion_tokens"],
                                "completion_tokens_after": n["completion_tokens"]}
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = machine()["cpu"]
     return {
         "command": "python benchmarks/speed.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": {"cpu": cpu, "cores": os.cpu_count()},
@@ -227,7 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limits-out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.limits_only:
-        sys.path.insert(0, str(ROOT))
         limits = measure_limits()
         Path(a.limits_out).write_text(json.dumps(limits))
         print(limits)

@@ -31,31 +31,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.subprocess_run import ROOT, machine, run_python  # noqa: E402
+
 GRAPHS = ("rag", "full_context", "hymem", "mgretrieval", "memr3", "mragent")
 BUILDERS = ("hymem", "mragent", "mgretrieval")
 CONVERSATIONS = ("conv-26", "conv-30")
 BUILD_CONVERSATION = "conv-26"
-
-
-def _python(args: list[str], log: Path) -> None:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log, "a", encoding="utf-8") as out:
-        out.write(f"\n$ python {' '.join(args)}\n")
-        out.flush()
-        proc = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        raise SystemExit(f"error: python {' '.join(args[:4])} … failed with exit {proc.returncode}; see {log}")
 
 
 # --------------------------------------------------------------------------------------------- steps
@@ -68,7 +58,7 @@ def measure(a: argparse.Namespace, work: Path) -> None:
     log = work / "log.txt"
     if "limits" in a.steps:
         print("limits: the server's prefill and decode tokens/s", flush=True)
-        _python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(work / "limits.json")], log)
+        run_python(["benchmarks/speed.py", "--limits-only", "--limits-out", str(work / "limits.json")], log)
     if "build" in a.steps:
         build(a, work, log)
     if "questions" in a.steps:
@@ -76,22 +66,28 @@ def measure(a: argparse.Namespace, work: Path) -> None:
 
 
 def build(a: argparse.Namespace, work: Path, log: Path) -> None:
-    print(f"build: {', '.join(BUILDERS)} on the first {a.build_sessions} session(s) of {BUILD_CONVERSATION}, "
+    print(f"build: {', '.join(a.builders)} on the first {a.build_sessions} session(s) of {BUILD_CONVERSATION}, "
           "fresh data directory", flush=True)
     shutil.rmtree(work / "build", ignore_errors=True)
-    _python(["-m", "recollect.cli", "--data-dir", str(work / "build" / "data"), "eval", "--data", a.data,
-             "--methods", ",".join(BUILDERS), "--conversations", BUILD_CONVERSATION,
+    run_python(["-m", "recollect.cli", "--data-dir", str(work / "build" / "data"), "eval", "--data", a.data,
+             "--methods", ",".join(a.builders), "--conversations", BUILD_CONVERSATION,
              "--max-sessions", str(a.build_sessions), "--limit", "1", "--judge", "none",
-             "--out", str(work / "build" / "eval"), "--quiet"], log)
+             "--out", str(work / "build" / "eval"), "--quiet", *settings_args(a)], log)
 
 
 def questions(a: argparse.Namespace, work: Path, log: Path) -> None:
     print(f"questions: {a.questions} x {len(a.graphs)} graphs, every row computed now", flush=True)
     shutil.rmtree(work / "rows", ignore_errors=True)
     shutil.rmtree(work / "questions", ignore_errors=True)
-    _python(["-m", "recollect.cli", "eval", "--data", a.data, "--methods", ",".join(a.graphs),
+    run_python(["-m", "recollect.cli", "eval", "--data", a.data, "--methods", ",".join(a.graphs),
              "--conversations", *a.conversations, "--categories", "1,2,3,4", "--sample", str(a.questions),
-             "--seed", "0", "--judge", "none", "--rows", str(work / "rows"), "--out", str(work / "questions")], log)
+             "--seed", "0", "--judge", "none", "--rows", str(work / "rows"), "--out", str(work / "questions"),
+             *settings_args(a)], log)
+
+
+def settings_args(a: argparse.Namespace) -> list[str]:
+    """`--set KEY=VALUE` for each of the run's settings, passed to the eval of every step."""
+    return [arg for kv in a.set for arg in ("--set", kv)]
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -144,15 +140,6 @@ def builder_figures(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                    if line.startswith("model name")), cpu)
-    return {"cpu": cpu, "cores": os.cpu_count()}
-
-
 def build_report(work: Path, command: str, conversations: list[str] | None = None) -> dict[str, Any]:
     from recollect.eval.ledger import read_ledger
 
@@ -171,7 +158,7 @@ def build_report(work: Path, command: str, conversations: list[str] | None = Non
     builders = builder_figures(json.loads(build_summary.read_text())) if build_summary.is_file() else {}
     provenance = sorted({json.dumps(r.get("provenance") or {}, sort_keys=True) for r in rows})
     return {
-        "command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": _machine(),
+        "command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine(),
         "limits": json.loads((work / "limits.json").read_text()) if (work / "limits.json").is_file() else None,
         "questions": questions, "conversations": list(conversations or CONVERSATIONS), "categories": [1, 2, 3, 4],
         "graphs": graphs, "builders": builders,
@@ -237,10 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(ROOT / "runs" / "speed_report"))
     ap.add_argument("--steps", default=",".join(STEPS), help="which steps to run (default: all three)")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from --work")
+    ap.add_argument("--builders", default=",".join(BUILDERS), help="the builders of the build step")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for every graph and builder of the run (repeatable), as `recollect eval --set`")
     a = ap.parse_args(argv)
     a.graphs = [g for g in a.graphs.split(",") if g]
     a.steps = [x for x in a.steps.split(",") if x]
     a.conversations = [c for c in a.conversations.split(",") if c]
+    a.builders = [b for b in a.builders.split(",") if b]
+    if not a.builders or set(a.builders) - set(BUILDERS):
+        ap.error(f"--builders: choose among {', '.join(BUILDERS)}")
     if not a.steps or set(a.steps) - set(STEPS):
         ap.error(f"--steps: choose among {', '.join(STEPS)}")
     if a.questions < 1 or a.build_sessions < 1:
