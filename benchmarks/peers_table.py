@@ -101,10 +101,18 @@ def table(rows_dir: Path, graphs: Sequence[str]) -> dict[str, Any]:
             "vs_rag": None if system == "rag" else paired_difference(
                 [r for r in chosen if r["question_id"] in rag_ids], system, "rag", (1, 2, 3, 4)),
             "seconds_per_question": sum(float(r["wall_time_s"]) for r in mine) / len(mine),
+            "evidence_shown": _mean_of(mine, "evidence_shown"),
+            "prefill_tokens_computed": _mean_of(mine, "prompt_tokens_computed"),
             "ingest_seconds_per_session": _ingest_seconds_per_session(builder or "turns", builds),
             "fingerprint": current.get(system) or mine[0]["fingerprint"],
         }
     return out
+
+
+def _mean_of(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    """The mean of a numeric field over the rows that have it (a question with no gold turn has no funnel)."""
+    vals = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
+    return sum(vals) / len(vals) if vals else None
 
 
 def _pct(v: float | None) -> str:
@@ -113,14 +121,17 @@ def _pct(v: float | None) -> str:
 
 def markdown(t: dict[str, Any], title: str) -> list[str]:
     lines = [f"### {title}", "",
-             "| system | questions | LoCoMo-F1 [95 % CI] | paired Δ vs rag [95 % CI] | s per question "
-             "| ingestion s per session |", "|---|---|---|---|---|---|"]
+             "| system | questions | LoCoMo-F1 [95 % CI] | paired Δ vs rag [95 % CI] | evidence shown % "
+             "| s per question | computed prompt tokens per question | ingestion s per session |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, s in t.items():
         f1, d = s["f1"], s["vs_rag"]
         ing = s["ingest_seconds_per_session"]
         lines.append(f"| {name} | {s['questions']} | {_pct(f1['mean'])} [{_pct(f1['lo'])}, {_pct(f1['hi'])}] | "
                      + ("–" if d is None else f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]")
-                     + f" | {s['seconds_per_question']:.1f} | {'–' if ing is None else f'{ing:.1f}'} |")
+                     + f" | {_pct(s.get('evidence_shown'))} | {s['seconds_per_question']:.1f} | "
+                     + ("–" if s.get("prefill_tokens_computed") is None else f"{s['prefill_tokens_computed']:.0f}")
+                     + f" | {'–' if ing is None else f'{ing:.1f}'} |")
     return lines + [""]
 
 
