@@ -20,7 +20,7 @@ from recollect.graphs.memr3.layout import answer_budget_prompt, answer_messages
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured
+from recollect.llm.structured import StructuredResult, call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
 from recollect.steps import (
     NO_INFO,
@@ -73,24 +73,31 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     if show_turns:
         fixed = estimate_tokens(answer_budget_prompt(ctx, True) + "".join(values.values())) + 150
         shown, n_snippets = answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
-    res = call_structured(
-        get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets),
-        AnswerReply, node="answer", method=ctx.structured_method, max_tokens=120,
-    )
-    reply = res.value
-    replied = clean_answer(reply.answer) if reply else ""
     snippet_texts = [s["text"] for s in state.get("memr3_snippets") or []]
-    if reply is not None and not is_no_info(replied):
-        text, source = replied, "answer call"
-    elif reply is not None and ctx.memr3_prefer_grounded_draft and draft and not is_no_info(draft) \
-            and grounded_in(draft, evidence + snippet_texts + [t for _, t in shown]):
-        text, source = draft, "grounded draft (the answer call found no answer)"
-    elif reply is not None:
-        text, source = NO_INFO, "answer call"
-    else:  # spec fallback: the draft, else the reply's own text unless it is only JSON
-        raw = clean_answer(res.raw)
-        candidates = ((draft, "draft"), (raw, "raw reply"))
-        text, source = next(((t, f) for t, f in candidates if t and not is_no_info(t)), (NO_INFO, "no info"))
+    res: StructuredResult[AnswerReply] | None = None
+    reply: AnswerReply | None = None
+    if ctx.memr3_answer_from_router and draft and not is_no_info(draft) and grounded_in(draft, evidence + snippet_texts):
+        # memr3_answer_from_router: the router's answer decision came with a draft found in what it was shown
+        text, source = draft, "router draft (found in the evidence and turns shown; no answer call)"
+        shown, n_snippets = [], 0
+    else:
+        res = call_structured(
+            get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets),
+            AnswerReply, node="answer", method=ctx.structured_method, max_tokens=120,
+        )
+        reply = res.value
+        replied = clean_answer(reply.answer) if reply else ""
+        if reply is not None and not is_no_info(replied):
+            text, source = replied, "answer call"
+        elif reply is not None and ctx.memr3_prefer_grounded_draft and draft and not is_no_info(draft) \
+                and grounded_in(draft, evidence + snippet_texts + [t for _, t in shown]):
+            text, source = draft, "grounded draft (the answer call found no answer)"
+        elif reply is not None:
+            text, source = NO_INFO, "answer call"
+        else:  # spec fallback: the draft, else the reply's own text unless it is only JSON
+            raw = clean_answer(res.raw)
+            candidates = ((draft, "draft"), (raw, "raw reply"))
+            text, source = next(((t, f) for t, f in candidates if t and not is_no_info(t)), (NO_INFO, "no info"))
 
     shown_ids = [t for ids, _ in shown for t in ids]
     citable = set(evidence_ids) | set(shown_ids)
@@ -104,7 +111,7 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     texts.update({t: s["text"] for s in state.get("memr3_snippets") or [] for t in s["turn_ids"]})
     critical = critical_from_turns(ctx, state["namespace"], supports, fallback=texts)
     update: dict[str, Any] = {}
-    usage, rewrite_note = res.usage, {}
+    usage, rewrite_note = (res.usage if res else {}), {}
     if ctx.memr3_answer_rewrite and not is_no_info(text):
         # Our addition (false = spec): the span rewrite MRAgent and MGRetrieval end with, shown the
         # turns the answer rests on with their dates, so "last week" or "2023-05-25" becomes a date.
@@ -122,5 +129,5 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "trace": emit("answer", answer=text, answer_from=source, supports=supports, **rewrite_note,
                       turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
                       supports_from="answer text found in shown turns" if grounded and supports else None,
-                      **(res.failure_note() if not reply else {})),
+                      **(res.failure_note() if res and not reply else {})),
     }

@@ -96,6 +96,9 @@ TRACKER_FIRST = ("evidence", "gaps", "decision")
 # Required lists get these tighter caps, which together stay well under the call's completion budget.
 REQUIRED_EVIDENCE_CAP = (4, 160)  # items, characters each
 REQUIRED_GAPS_CAP = (3, 100)
+# memr3_answer_from_router: the draft a router that may answer must write after its decision; short, since
+# with that setting it can be the final answer ("" when the decision is not answer).
+REQUIRED_DRAFT_CHARS = 120
 
 
 def _require(names: tuple[str, ...]) -> Any:
@@ -103,23 +106,37 @@ def _require(names: tuple[str, ...]) -> Any:
         schema["required"] = list(names)
         props = schema["properties"]
         for name, (items, chars) in (("evidence", REQUIRED_EVIDENCE_CAP), ("gaps", REQUIRED_GAPS_CAP)):
-            props[name]["maxItems"] = items
-            props[name]["items"]["maxLength"] = chars
+            if name in names:
+                props[name]["maxItems"] = items
+                props[name]["items"]["maxLength"] = chars
+        if "detailed_answer" in names:
+            for branch in props["detailed_answer"].get("anyOf", [props["detailed_answer"]]):
+                if branch.get("type") == "string":
+                    branch["maxLength"] = REQUIRED_DRAFT_CHARS
 
     return extra
 
 
-def router_schema(allowed: tuple[str, ...], require_tracker: bool = False) -> type[RouterReply]:
+def required_fields(allowed: tuple[str, ...], require_tracker: bool, require_draft: bool) -> tuple[str, ...]:
+    """The properties a router reply must write, in order; ("decision",) is the schema's own default."""
+    names = TRACKER_FIRST if require_tracker else ("decision",)
+    return names + (("detailed_answer",) if require_draft and "answer" in allowed else ())
+
+
+def router_schema(allowed: tuple[str, ...], require_tracker: bool = False,
+                  require_draft: bool = False) -> type[RouterReply]:
     """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint)."""
+    names = required_fields(allowed, require_tracker, require_draft)
     return create_model(
         "RouterDecision",
         __base__=RouterReply,
-        __config__=ConfigDict(json_schema_extra=_require(TRACKER_FIRST)) if require_tracker else None,
+        __config__=ConfigDict(json_schema_extra=_require(names)) if names != ("decision",) else None,
         decision=(str, Field(json_schema_extra={"enum": list(allowed)})),
     )
 
 
-_SCHEMAS = {(a, req): router_schema(a, req) for a in [DECISIONS, *((d,) for d in DECISIONS)] for req in (False, True)}
+_SCHEMAS = {(a, req, draft): router_schema(a, req, draft) for a in [DECISIONS, *((d,) for d in DECISIONS)]
+            for req in (False, True) for draft in (False, True)}
 
 
 def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
@@ -194,7 +211,8 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "prior_query": queries[-1] if queries else "(none)",
     }
     res = call_structured(
-        get_chat_model(ctx), router_messages(ctx, directive, values), _SCHEMAS[allowed, ctx.memr3_require_tracker],
+        get_chat_model(ctx), router_messages(ctx, directive, values),
+        _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router],
         node="router",
         method=ctx.structured_method, max_tokens=400,
     )

@@ -81,6 +81,17 @@ class MemR3Settings:
         False, "MemR3: the router's reply schema requires the evidence and gaps lists before the decision "
               "(false = only the decision is required)")
 
+    # Issue 34, item 3 (spec: an answer decision is always followed by the answer call). On the model the
+    # router chose answer in 23 of 38 calls of the decisive eval's first questions and never wrote its
+    # optional draft (a grammar lets it skip the field), so every question paid a second call of about the
+    # router's size to state the answer. True: when the router may answer, its schema requires a draft after
+    # the decision; an answer decision whose draft is found in the evidence and turns the router was shown
+    # (half its words or more) is the answer, with no answer call (the trace says so); any other draft goes
+    # to the answer call as before. False = the paper's calls.
+    memr3_answer_from_router: bool = setting(
+        False, "MemR3: an answer decision whose required draft is found in the evidence and turns shown is the "
+               "answer, with no answer call (false = the paper's answer call)", paper=False)
+
     @property
     def memr3_retrieval_budget(self) -> int:
         return self.memr3_max_retrieval_attempts or self.memr3_max_iterations

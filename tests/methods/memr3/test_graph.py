@@ -481,3 +481,48 @@ def test_a_rewrite_that_drops_the_answer_keeps_it(ctx: AllMethodsContext) -> Non
                       {"answer": "No information available"}])
     out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_rewrite=True), "ns", Q)
     assert out["answer"] == "Pixel" and out["trace"][-1]["fallback_rule"].startswith("the rewrite dropped")
+
+
+@pytest.mark.parametrize(("tracker", "required"), [
+    (False, ["decision", "detailed_answer"]),
+    (True, ["evidence", "gaps", "decision", "detailed_answer"]),
+])
+def test_answer_from_router_requires_a_short_draft_after_the_decision(ctx: AllMethodsContext, tracker: bool,
+                                                                      required: list[str]) -> None:
+    model = scripted([route("answer", detailed_answer="Pixel"), ANSWER])
+    run_graph(graph, with_model(ctx, model, memr3_answer_from_router=True, memr3_require_tracker=tracker), "ns", Q)
+    schema = router_calls(model)[0]["kwargs"]["response_format"]["schema"]
+    assert schema["required"] == required
+    draft = next(b for b in schema["properties"]["detailed_answer"]["anyOf"] if b.get("type") == "string")
+    assert draft["maxLength"] == 120
+
+
+def test_answer_from_router_needs_no_draft_where_the_router_may_not_answer(ctx: AllMethodsContext) -> None:
+    """After an early reflect the next router call may only retrieve: its schema asks for no draft."""
+    model = scripted([route("reflect", reasoning="think"), route("retrieve"), route("answer", detailed_answer="Pixel")])
+    run_graph(graph, with_model(ctx, model, memr3_answer_from_router=True), "ns", Q)
+    calls = router_calls(model)
+    assert decision_enum(calls[1]) == ["retrieve"]
+    assert calls[1]["kwargs"]["response_format"]["schema"]["required"] == ["decision"]
+    assert calls[2]["kwargs"]["response_format"]["schema"]["required"] == ["decision", "detailed_answer"]
+
+
+def test_a_grounded_router_draft_is_the_answer_with_no_answer_call(ctx: AllMethodsContext) -> None:
+    model = scripted([route("answer", evidence=["[D1:1] Ann adopted a grey cat named Pixel"],
+                            detailed_answer="Pixel")])
+    out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_from_router=True), "ns", Q)
+    assert len(model.calls) == 1 and out["answer"] == "Pixel"
+    assert out["supports"] == ["D1:1"]
+    assert out["trace"][-1]["answer_from"].startswith("router draft")
+
+
+@pytest.mark.parametrize(("on", "draft", "calls"), [
+    (True, "Rex the labrador", 2),  # not found in what the router was shown: the answer call decides
+    (True, "", 2),  # no draft
+    (False, "Pixel", 2),  # the default: the paper's answer call, whatever the draft
+])
+def test_otherwise_the_answer_call_is_made(ctx: AllMethodsContext, on: bool, draft: str, calls: int) -> None:
+    model = scripted([route("answer", detailed_answer=draft), ANSWER])
+    out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_from_router=on), "ns", Q)
+    assert len(model.calls) == calls and out["answer"] == "Pixel"
+    assert out["trace"][-1]["answer_from"] == "answer call"
