@@ -30,21 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from langchain_core.messages import HumanMessage
-from pydantic import BaseModel, Field, field_validator, model_validator
 
 from recollect.dialogue.models import Conversation, Session, Turn
-from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
+from recollect.dialogue.turn_ids import TurnIdMatcher
 from recollect.graphs.hymem.settings import HyMemContext
+from recollect.graphs.hymem.summaries import SummaryItem, SummaryReply, bounded_reply, dense_reply, min_items
 from recollect.llm.cache import LLMCache, cache_key, cached_structured_call
-from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model, model_name
 from recollect.llm.structured import extract_json
 from recollect.memory.vectors import Unit, VectorIndex
@@ -82,76 +79,6 @@ def date_meta(session: Session) -> dict[str, Any]:
     if session.parsed is not None:
         meta.update(year=session.parsed.year, month=session.parsed.month, day=session.parsed.day)
     return meta
-
-
-# ----------------------------------------------------------------------------------------- the LLM reply
-
-
-class SummaryItem(BaseModel):
-    text: Text
-    turn_ids: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_string(cls, v: Any) -> Any:
-        # The reference returns plain strings; accept them and link them by similarity later.
-        if isinstance(v, str):
-            return {"text": v, "turn_ids": []}
-        return v
-
-    @field_validator("turn_ids", mode="before")
-    @classmethod
-    def _ids(cls, v: Any) -> Any:
-        return id_items(v)  # checked against the session's own turn ids in link_items
-
-
-class SummaryReply(BaseModel):
-    items: list[SummaryItem]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bare_list(cls, v: Any) -> Any:
-        if isinstance(v, list):  # a bare list of items instead of {"items": [...]}
-            return {"items": v}
-        if isinstance(v, dict) and "items" not in v:
-            for key in ("summaries", "summary", "facts"):
-                if isinstance(v.get(key), list):
-                    return {"items": v[key]}
-        return v
-
-    @field_validator("items")
-    @classmethod
-    def _non_empty(cls, v: list[SummaryItem]) -> list[SummaryItem]:
-        kept = [i for i in v if i.text]
-        if not kept:
-            raise ValueError("no summary item with a non-empty text")
-        return kept
-
-
-def min_items(n_turns: int, ctx: HyMemContext) -> int:
-    """Items a session of `n_turns` needs (hymem_turns_per_summary; 0 = any non-empty list, the spec)."""
-    per = ctx.hymem_turns_per_summary
-    return max(1, math.ceil(n_turns / per)) if per > 0 else 1
-
-
-@lru_cache(maxsize=64)
-def dense_reply(n_turns: int, needed: int) -> type[SummaryReply]:
-    """SummaryReply that also rejects fewer than `needed` items, saying so (the retry shows the error)."""
-
-    class DenseSummaryReply(SummaryReply):
-        @field_validator("items")
-        @classmethod
-        def _dense(cls, v: list[SummaryItem]) -> list[SummaryItem]:
-            if len(v) < needed:
-                raise ValueError(
-                    f"only {len(v)} item(s) for a session of {n_turns} turns: write at least {needed} items, "
-                    "one per distinct event or topic, covering the session up to its last turn, each with the turn_ids "
-                    "it comes from"
-                )
-            return v
-
-    DenseSummaryReply.__name__ = SummaryReply.__name__  # the schema title the endpoint sees stays the same
-    return DenseSummaryReply
 
 
 # ----------------------------------------------------------------------------------------- validation
@@ -227,8 +154,9 @@ def summary_index(ws: Workspace, namespace: str) -> VectorIndex:
     return ws.index(SUMMARY_KIND, namespace)
 
 
-def _session_hash(text: str, model: str, temperature: float, needed: int, max_turns: int) -> str:
-    payload = json.dumps([text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}", needed, max_turns])
+def _session_hash(text: str, model: str, temperature: float, needed: int, max_turns: int, bounded: bool) -> str:
+    parts: list[Any] = [text, prompt_hash(METHOD, "summarise"), model, f"{temperature:g}", needed, max_turns]
+    payload = json.dumps(parts + ["bounded"] if bounded else parts)  # off: the hash it had before the setting
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -265,9 +193,13 @@ def _summarise(ws: Workspace, namespace: str, session: Session, ctx: HyMemContex
                temperature: float) -> tuple[list[dict[str, Any]], bool, str]:
     """The session's raw items (cached or from one LLM call); returns (items, fallback, error)."""
     needed = min_items(len(session.turns), ctx)
-    key = cache_key(namespace, METHOD, "summarise", name, temperature, {"session": text, "min_items": needed})
+    payload: dict[str, Any] = {"session": text, "min_items": needed}
+    if ctx.hymem_bounded_summaries:
+        payload["bounded"] = ctx.hymem_max_turns_per_item  # a reply to the unbounded schema is not reused
+    key = cache_key(namespace, METHOD, "summarise", name, temperature, payload)
     prompt = render_prompt(METHOD, "summarise", session=text, n_turns=len(session.turns), min_items=needed)
-    schema = dense_reply(len(session.turns), needed)
+    schema = (bounded_reply(tuple(t.id for t in session.turns), needed, ctx.hymem_max_turns_per_item)
+              if ctx.hymem_bounded_summaries else dense_reply(len(session.turns), needed))
     got = cached_structured_call(cache, key, model, [HumanMessage(content=prompt)], schema,
                                  node="hymem_summarise", method=ctx.structured_method,
                                  max_tokens=SUMMARISE_MAX_TOKENS, report=report, legacy=_stored_reply(schema))
@@ -306,7 +238,7 @@ def build(ws: Workspace, namespace: str, conversation: Conversation, ctx: HyMemC
             continue  # nothing to summarise; no call
         text = session_text(session)
         digest = _session_hash(text, name, temperature, min_items(len(session.turns), ctx),
-                               ctx.hymem_max_turns_per_item)
+                               ctx.hymem_max_turns_per_item, ctx.hymem_bounded_summaries)
         old = ws.docs.get(namespace, SESSION_DOC, sid)
         ids = (old or {}).get("summary_ids") or []
         if old and old.get("hash") == digest and not old.get("fallback") and ids and len(index.get(ids)) == len(ids):

@@ -38,6 +38,15 @@ class HyMemSettings:
     # text; the others are then linked by no item and get their own turn line. 0 = the spec (no cap).
     hymem_max_turns_per_item: int = setting(
         8, "HyMem: turns one summary item may link at ingest (most similar kept); 0 = no cap", ge=0, paper=0)
+    # Issue 35 (spec: the summary call's reply is free JSON). The 1.5B model wrote one gist for most sessions
+    # even after the density retry, listed the prompt's placeholder as turn ids, or ran to its token limit
+    # and fell back, so most turns were linked by no summary. True: the schema sent (a grammar on llama.cpp)
+    # asks for the items the density check wants (up to 4 more), each with 1 to `hymem_max_turns_per_item`
+    # ids among the session's own turns (summaries.py in this folder). False = the unbounded schema.
+    hymem_bounded_summaries: bool = setting(
+        False, "HyMem: the summary call's schema asks for the density check's number of items, each linked to "
+               "1 to hymem_max_turns_per_item of the session's own turn ids (false = unbounded); set at ingest",
+        paper=False)
     # Improvement (spec: light supports are every turn linked from the k shown summaries): the light
     # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
     hymem_light_supports: Literal["cited", "all_shown"] = setting(

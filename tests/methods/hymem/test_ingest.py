@@ -259,3 +259,32 @@ def test_link_cap_off_is_the_spec_and_changing_it_relinks_without_a_call(data_di
     assert len(model.calls) == 1 and again[-1].cached_calls == 1  # the reply is reused; only the links change
     ws = open_workspace(data_dir)
     assert len(load_summaries(ws, "ns")) == 5 and ws.index(SUMMARY_KIND, "ns").count() == 5
+
+
+def test_bounded_summaries_send_a_schema_bounded_by_the_session(data_dir: str) -> None:
+    """hymem_bounded_summaries: a grammar made from the schema writes the density check's items, each linked
+    to 1 to hymem_max_turns_per_item of the session's own ids; off (the default), the schema is unbounded."""
+    sessions = [[("Ann", f"fact number {i}") for i in range(1, 10)]]  # 9 turns: at least 3 items at 4 per item
+    on = ScriptedChatModel(default=per_turn_summaries)
+    ingest(f"{data_dir}/on", on, sessions, hymem_bounded_summaries=True, hymem_max_turns_per_item=5)
+    schema = on.calls[0]["kwargs"]["response_format"]["schema"]
+    items = schema["properties"]["items"]
+    assert (items["minItems"], items["maxItems"]) == (3, 7)
+    ids = items["items"]["properties"]["turn_ids"]
+    assert ids["items"]["enum"] == [f"D1:{i}" for i in range(1, 10)]
+    assert (ids["minItems"], ids["maxItems"]) == (1, 5)
+    assert items["items"]["required"] == ["text", "turn_ids"]
+    assert len(load_summaries(open_workspace(f"{data_dir}/on"), "ns")) == 9  # the reply is read as before
+    off = ScriptedChatModel(default=per_turn_summaries)
+    ingest(f"{data_dir}/off", off, sessions)
+    unbounded = off.calls[0]["kwargs"]["response_format"]["schema"]["properties"]["items"]
+    assert "minItems" not in unbounded and "enum" not in str(unbounded)
+
+
+def test_switching_bounded_summaries_on_summarises_again(data_dir: str) -> None:
+    model = ScriptedChatModel(default=per_turn_summaries)
+    ingest(data_dir, model)
+    ingest(data_dir, model)
+    assert len(model.calls) == 3
+    ingest(data_dir, model, hymem_bounded_summaries=True)
+    assert len(model.calls) == 6  # a reply to the unbounded schema is not reused
