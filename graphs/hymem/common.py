@@ -6,6 +6,7 @@ from __future__ import annotations
 from recollect.graphs.hymem.memory import summary_index
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
+from recollect.memory.retriever import MaskedRetriever
 from recollect.memory.vectors import Unit
 from recollect.prompts import load_prompt
 from recollect.steps import workspace
@@ -14,7 +15,8 @@ EMPTY_STORE = "no HyMem summaries in this namespace (ingest it with the hymem bu
 
 
 def top_summaries(ctx: HyMemContext, namespace: str, query: str, n: int) -> list[Unit]:
-    """The top-n Level-1 summaries by cosine to `query`; ties keep corpus order.
+    """The top-n Level-1 summaries by cosine to `query` (with `hymem_rerank=hybrid`, by cosine and BM25 fused);
+    ties keep corpus order.
 
     Over-fetching first makes the cut deterministic: the vector store breaks ties at its n-th
     result arbitrarily, and scores are rounded so float32 noise does not reorder equal texts.
@@ -22,7 +24,11 @@ def top_summaries(ctx: HyMemContext, namespace: str, query: str, n: int) -> list
     if n <= 0:
         return []
     index = summary_index(workspace(ctx), namespace)
-    units = index.query(query, n + max(n, 10))
+    if ctx.hymem_rerank == "hybrid":
+        # BM25 over the same units fused with the dense ranking (reciprocal ranks), as the chunk memory does
+        units = MaskedRetriever(index, candidate_k=n + max(n, 10), rerank="hybrid").retrieve(query, [], n)
+    else:
+        units = index.query(query, n + max(n, 10))
     return sorted(units, key=lambda u: (-round(u.score, 5), u.metadata.get("order", 0)))[:n]
 
 

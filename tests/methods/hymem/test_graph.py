@@ -558,3 +558,18 @@ def test_a_grounded_light_answer_is_kept_and_the_check_can_be_switched_off(ctx: 
     spec, _ = run(ctx, model(LightReply={"finished": 0, "answer": "Whiskers", "used": [0]}),
                   hymem_light_grounding=False)
     assert nodes(spec["trace"]) == ["light", "reflect", "answer"] and spec["answer"] == "Whiskers"
+
+
+def test_hybrid_rerank_lets_a_bm25_only_summary_into_the_light_call(data_dir: str) -> None:
+    """hymem_rerank=hybrid: a summary sharing a rare word with the question but little else, which cosine
+    ranks below the light call's k, is shown once BM25 is fused in; "none" (the spec) keeps cosine order."""
+    # the filler shares only stopwords with the question (BM25 drops them), enough for a higher cosine
+    filler = [("Ann", f"it is then {i}") for i in range(12)]
+    ctx = build_store(data_dir, [filler + [("Bob", "zyzzyva")]])
+    question = "is it then zyzzyva"
+    rare = next(sid for sid, s in load_summaries(open_workspace(data_dir), "ns").items() if "zyzzyva" in s["text"])
+    assert rare not in cosine_order(data_dir, question)[:2]
+    _, dense = run(ctx, model(), question, hymem_light_k=2)
+    _, hybrid = run(ctx, model(), question, hymem_light_k=2, hymem_rerank="hybrid")
+    assert dense["hymem_light_ids"] == cosine_order(data_dir, question)[:2]
+    assert rare in hybrid["hymem_light_ids"] and len(hybrid["hymem_light_ids"]) == 2
