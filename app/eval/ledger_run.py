@@ -231,13 +231,17 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
                       and not r.get("error")]
         for qid in [q.id for q in plan.questions if q.id in set(g.carry) | set(g.compute)]:
             q = by_id[qid]
-            old = next((r for r in reversed(candidates) if r["question_id"] == qid
-                        and r["question_digest"] == asked_digest(q)), None)
-            if qid in g.carry and old is not None and deadline.fits(estimate.REPLAY_SECONDS):
+            olds = [r for r in reversed(candidates) if r["question_id"] == qid and r["question_digest"] == asked_digest(q)]
+            if qid in g.carry and olds and deadline.fits(estimate.REPLAY_SECONDS):
                 with tape_mode("replay") as stats:
                     row = ask(g.method, q, mctx)
-                if (stats.misses == 0 and not row.get("error") and (stats.hits or not old.get("n_llm_calls"))
-                        and digest(row.get("prediction") or "") == old["answer_digest"]):
+                replayed = stats.misses == 0 and not row.get("error")
+                # The stale row this replay reproduces, newest first: a graph may hold rows of several older
+                # fingerprints for one question (settings tried and dropped), and only the one made by these
+                # requests may be carried, so its answer and its counts must be the replay's.
+                old = next((r for r in olds if replayed and (stats.hits or not r.get("n_llm_calls"))
+                            and same_answer_and_counts(row, r)), None)
+                if old is not None:
                     append_ledger(rows_dir, carried(old, g.fingerprint, {
                         **stats.evidence(), "code_commit": row.get("code_commit"),
                         "date": dt.date.today().isoformat()}))
@@ -253,6 +257,18 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
             append_ledger(rows_dir, ledger_row(row, _asked(q), g.fingerprint, runtime_provenance()))
             g.computed += 1
             tick(g.method)
+
+
+# What a replay from the tape reproduces exactly (the replies carry the server's usage), besides the answer.
+REPLAYED_COUNTS = ("n_llm_calls", "prompt_tokens", "completion_tokens")
+
+
+def same_answer_and_counts(row: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether a replayed text row gives a stale ledger row's answer and model counts (the same requests
+    replayed give the same replies; a row of other requests differs in its counts or answer)."""
+    if digest(row.get("prediction") or "") != old["answer_digest"]:
+        return False
+    return all(row.get(k) == old.get(k) for k in REPLAYED_COUNTS if k in old and k in row)
 
 
 def _asked(q: Question) -> str:

@@ -264,3 +264,35 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError, match="time-budget"):
         parse_duration(text)
+
+
+def test_the_carried_row_is_the_one_the_replay_reproduces(scripted_env: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph may hold rows of several older fingerprints for a question (a setting tried and dropped): the
+    newest of them is not the one to carry when the replay reproduces an older one's answer and counts."""
+    _run(tmp_path)
+    first = [r for r in read_ledger(tmp_path / "rows", ["rag"])]
+    tried = [{**r, "fingerprint": "tried" + r["fingerprint"][5:], "answer_digest": "0" * 64,
+              "n_llm_calls": 3, "wall_time_s": 999.0} for r in first]
+    with (tmp_path / "rows" / "rag.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in tried)
+    real = ledger_run.graph_fingerprint
+    monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
+        real(m, c).digest[::-1] if m == "rag" else real(m, c).digest, {}))
+    monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # only the tape answers
+    get_settings.cache_clear()
+    out = _run(tmp_path)
+    meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]["graphs"]["rag"]
+    assert meta["carried_over_now"] == 5 and meta["carry_failed"] == 0
+    carried_rows = [r for r in read_ledger(tmp_path / "rows", ["rag"]) if r["carried_over"]]
+    assert {r["carried_over"][-1]["from"] for r in carried_rows} == {first[0]["fingerprint"]}
+    assert all(r["wall_time_s"] != 999.0 for r in carried_rows)
+
+
+def test_same_answer_and_counts() -> None:
+    old = {"answer_digest": ledger_run.digest("Pixel"), "n_llm_calls": 2, "prompt_tokens": 900, "completion_tokens": 40}
+    assert ledger_run.same_answer_and_counts({"prediction": "Pixel", "n_llm_calls": 2, "prompt_tokens": 900,
+                                              "completion_tokens": 40}, old)
+    assert not ledger_run.same_answer_and_counts({"prediction": "Pixel", "n_llm_calls": 3, "prompt_tokens": 900,
+                                                  "completion_tokens": 40}, old)
+    assert not ledger_run.same_answer_and_counts({"prediction": "Rex", "n_llm_calls": 2}, old)
