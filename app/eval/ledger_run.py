@@ -168,9 +168,11 @@ class Deadline:
         self.stopped = False
 
     def fits(self, seconds: float) -> bool:
-        if self.end is not None and time.monotonic() + seconds > self.end:
-            self.stopped = True
-        return not self.stopped
+        """Whether `seconds` of work still fit; each answer is its own (a question too long to compute now
+        does not stop a later carry-over, which takes seconds), and `stopped` records that one did not."""
+        ok = self.end is None or time.monotonic() + seconds <= self.end
+        self.stopped = self.stopped or not ok
+        return ok
 
 
 def _build(g: GraphPlan, plan: Plan, ctx: Any, rows_dir: Path, store: TapeStore, deadline: Deadline,
@@ -250,7 +252,7 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
                     continue
                 g.carry_failed += 1
             if not deadline.fits(g.seconds_per_question):
-                return
+                continue  # no time to compute this one; a later question may still be carried (seconds each)
             with tape_mode("record"):
                 row = ask(g.method, q, mctx)
             on_text_row(row)

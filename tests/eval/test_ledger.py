@@ -296,3 +296,25 @@ def test_same_answer_and_counts() -> None:
     assert not ledger_run.same_answer_and_counts({"prediction": "Pixel", "n_llm_calls": 3, "prompt_tokens": 900,
                                                   "completion_tokens": 40}, old)
     assert not ledger_run.same_answer_and_counts({"prediction": "Rex", "n_llm_calls": 2}, old)
+
+
+def test_a_question_too_long_to_compute_does_not_stop_later_carry_overs(scripted_env: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within a budget that fits replays but no computed question, a question the tape cannot answer is
+    skipped and the next ones are still carried over."""
+    _run(tmp_path)
+    rows = read_ledger(tmp_path / "rows", ["rag"])
+    first = rows[0]["question_id"]
+    # the first question's stale row gives another answer: its replay proves nothing, so it would be computed
+    lines = [json.dumps({**r, "answer_digest": "0" * 64} if r["question_id"] == first else r) + "\n" for r in rows]
+    (tmp_path / "rows" / "rag.jsonl").write_text("".join(lines))
+    real = ledger_run.graph_fingerprint
+    monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
+        real(m, c).digest[::-1] if m == "rag" else real(m, c).digest, {}))
+    monkeypatch.setattr(ledger_run.estimate, "seconds_per_question", lambda method, ledger: 3600.0)
+    out = run_eval(MINI, methods=["rag"], judge="none", out_dir=tmp_path / "out2",
+                   ctx=AllMethodsContext(data_dir=str(tmp_path / "d")), rows_dir=tmp_path / "rows",
+                   show_progress=False, plots=False, time_budget_s=120.0)
+    meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]
+    assert meta["graphs"]["rag"]["carry_failed"] == 1 and meta["graphs"]["rag"]["carried_over_now"] == 4
+    assert meta["graphs"]["rag"]["computed_now"] == 0 and meta["partial"] is True
