@@ -45,16 +45,14 @@ class HyMemSettings:
     # ids among the session's own turns (summaries.py in this folder). False = the unbounded schema.
     hymem_bounded_summaries: bool = setting(
         False, "HyMem: the summary call's schema asks for the density check's number of items, each linked to "
-               "1 to hymem_max_turns_per_item of the session's own turn ids (false = unbounded); set at ingest",
-        paper=False)
+               "1 to hymem_max_turns_per_item of the session's own turn ids (false = unbounded); set at ingest")
     # Issue 35 (spec: Level-1 retrieval is dense only). On the decisive eval's first hymem rows the light path
     # showed fewer gold turns than rag (51 % against 62 % on 12 questions), whose chunk memory fuses BM25
     # with the dense ranking; names, places and numbers are where a 384-dimension embedding of a short line
     # is weakest. "hybrid": the light and deep paths rank the Level-1 units by dense and BM25 ranks fused
     # (`recollect.memory.retriever.MaskedRetriever`, as `memr3_rerank`). "none" = the spec.
     hymem_rerank: Literal["none", "hybrid"] = setting(
-        "none", "HyMem: rank Level-1 units by dense and BM25 fused (hybrid) or by cosine only (none, the spec)",
-        paper="none")
+        "none", "HyMem: rank Level-1 units by dense and BM25 fused (hybrid) or by cosine only (none, the spec)")
     # Improvement (spec: light supports are every turn linked from the k shown summaries): the light
     # call cites the summary ids it used and its supports are their turns. "all_shown" = the spec.
     hymem_light_supports: Literal["cited", "all_shown"] = setting(

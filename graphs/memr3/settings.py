@@ -90,7 +90,7 @@ class MemR3Settings:
     # to the answer call as before. False = the paper's calls.
     memr3_answer_from_router: bool = setting(
         False, "MemR3: an answer decision whose required draft is found in the evidence and turns shown is the "
-               "answer, with no answer call (false = the paper's answer call)", paper=False)
+               "answer, with no answer call (false = the paper's answer call)")
 
     @property
     def memr3_retrieval_budget(self) -> int:

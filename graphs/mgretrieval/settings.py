@@ -32,7 +32,7 @@ class MGRetrievalSettings:
     # share a content word with the turn and tops a turn up to `mg_grounded_minimum` with its own words.
     mg_keyword_grounding: bool = setting(
         False, "MGRetrieval: keep only extracted keywords that share a word with their turn, topped up with the "
-               "turn's own words (false = spec); set at ingest", paper=False)
+               "turn's own words (false = spec); set at ingest")
     mg_grounded_minimum: int = setting(
         3, "MGRetrieval: with mg_keyword_grounding, the keywords a turn is topped up to with its own words",
         ge=0)
