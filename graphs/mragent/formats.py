@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -30,8 +30,11 @@ from recollect.llm.lenient import StrList, Text, as_text
 
 SENTENCE_FIELDS = ("origin", "text", "tag", "topics", "time", "cues")  # the compact sentence array
 FACT_FIELDS = ("origin", "person", "aspect", "text")  # the compact personal-fact array
-TURN_FIELDS = ("origin", "tag", "topics", "time")  # the turn-row array (mra_ingest_sentences="turn")
+TURN_FIELDS = ("origin", "tag", "topics", "time")  # the turn-row array of before 2026-11-28 (still read)
+TURN_ROW_FIELDS = ("tag", "topics")  # a turn row (mra_ingest_sentences="turn"): its place names its turn
+TIME_FIELDS = ("origin", "time")  # a row of `times`: a turn number and the day it speaks of
 DATE_PATTERN = r"^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"
+DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 # Caps of the compact schemas. They only shape the schema sent to the endpoint (a grammar on
 # llama.cpp), where a small model may otherwise repeat an item or a phrase until max_tokens;
 # validation does not enforce them (graphs/memr3/ caps its router schema the same way).
@@ -42,6 +45,11 @@ CAP_TEXT, CAP_TAG, CAP_TOPIC, CAP_PERSON, CAP_FACT, CAP_CUE = 300, 30, 60, 40, 2
 # this runtime (1266 generated tokens per LoCoMo session, 154 s): it kept copying turns into facts, up to 30
 # of 200 characters each, and a grammar lets a row list go on past the last turn.
 TURN_TOPICS, TURN_FACT_CHARS, TURNS_PER_FACT = 6, 100, 5
+# A turn row is [tag, topic numbers]: its place in `turns` is its turn, and a date is written only for a turn
+# that speaks of a day, in `times`. With a turn number and a date in every row the model wrote the session
+# date into every row (about 12 of a row's ~25 generated tokens on Qwen's digit-per-token vocabulary, the
+# same for all rows of a session: no information), and half the builder's seconds went to it.
+TURNS_PER_TIME = 4
 
 
 def _positional(item: Any, names: tuple[str, ...]) -> Any:
@@ -139,19 +147,51 @@ class RewriteReply(BaseModel):
         return out
 
 
-class TurnRewriteReply(RewriteReply):
-    """Call A with `mra_ingest_sentences="turn"`: a row per turn, [turn number, tag, topics, date], under
-    `turns`, and no sentence text; validated like `RewriteReply` with each turn's text as its sentence.
+class TurnTime(BaseModel):
+    """A row of `times`: the turn (its number in the session) and the day it speaks of."""
 
-    Also read: the rows under `sentences`, and a sentence row of the compact format (five or more elements,
-    its sentence ignored), so a model that writes the sentences anyway still gives its tags and dates."""
+    origin: Text = ""
+    time: Text = ""
+
+
+class TurnRewriteReply(RewriteReply):
+    """Call A with `mra_ingest_sentences="turn"`: under `turns` a row per turn in order, [tag, topic numbers],
+    its place naming its turn (`first_turn` is the first row's); under `times` the turns that speak of a day;
+    no sentence text. Validated like `RewriteReply` with each turn's text as its sentence.
+
+    Also read: rows that name their turn ([turn number, tag, topics, date], the format of before), the rows
+    under `sentences`, and a sentence row of the compact format (five or more elements, its sentence
+    ignored), so a model that writes the sentences anyway still gives its tags and dates."""
+
+    first_turn: ClassVar[int] = 1  # the number of the window's first turn (`turn_rewrite_reply` sets it)
+    times: list[TurnTime] = Field(default_factory=list)
 
     # A name of its own, so the parent's `_compact_keys` (`facts` for `personal_facts`) runs as well.
     @model_validator(mode="before")
     @classmethod
     def _turn_rows(cls, v: Any) -> Any:
         if isinstance(v, dict) and "turns" in v and "sentences" not in v:
-            v = {**v, "sentences": v["turns"]}
+            rows = v["turns"] if isinstance(v["turns"], list) else []
+            v = {**v, "sentences": [cls._placed(row, cls.first_turn + i) for i, row in enumerate(rows)]}
+        return v
+
+    @staticmethod
+    def _placed(row: Any, number: int) -> Any:
+        """A row without its turn number ([tag, topics], or a keyed row with no origin) → the keyed row of
+        turn `number`; a row that names its turn is left to `_sentence_items`."""
+        if isinstance(row, list | tuple) and len(row) <= len(TURN_ROW_FIELDS):
+            return {"origin": str(number), **_positional(row, TURN_ROW_FIELDS)}
+        if isinstance(row, dict) and not row.get("origin"):
+            return {**row, "origin": str(number)}
+        return row
+
+    @field_validator("times", mode="before")
+    @classmethod
+    def _time_rows(cls, v: Any) -> Any:
+        if v is None or v == "None":
+            return []
+        if isinstance(v, list):
+            return [_positional(x, TIME_FIELDS) for x in v if isinstance(x, dict | list | tuple)]
         return v
 
     @field_validator("sentences", mode="before")
@@ -236,25 +276,31 @@ def turn_facts_cap(n_turns: int) -> int:
     return max(1, -(-n_turns // TURNS_PER_FACT))
 
 
+def turn_times_cap(n_turns: int) -> int:
+    """At most one dated turn per `TURNS_PER_TIME` turns of a window, and at least one."""
+    return max(1, -(-n_turns // TURNS_PER_TIME))
+
+
 def turn_rewrite_schema(first: int, last: int) -> dict[str, Any]:
     """The JSON schema call A sends with `mra_ingest_sentences="turn"` for the window of turns `first..last`
-    (their numbers in the session): the compact schema with a row per turn, [turn number, tag, topic numbers,
-    date], under `turns` instead of the sentences, bounded by the window (see `TURN_TOPICS`)."""
+    (their numbers in the session): the session's topics; exactly one row per turn, in order, [tag, topic
+    numbers]; the turns that speak of a day, [turn number, date]; a few short facts. Every list is bounded by
+    the window (see `TURN_TOPICS`, `TURNS_PER_TIME`)."""
     n = last - first + 1
-    number = {"type": "integer"}
     turn_number = {"type": "integer", "minimum": first, "maximum": last}
-    row = _row_schema(turn_number, _text_schema(CAP_TAG), _list_schema(number, 3),
-                      {"type": "string", "pattern": DATE_PATTERN})
+    row = _row_schema(_text_schema(CAP_TAG), _list_schema({"type": "integer", "minimum": 1, "maximum": TURN_TOPICS}, 2))
+    day = _row_schema(turn_number, {"type": "string", "pattern": DAY_PATTERN})
     fact = _row_schema(turn_number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(TURN_FACT_CHARS))
     return {
         "title": "RewriteTurns",
         "type": "object",
         "properties": {
             "topics": _list_schema(_text_schema(CAP_TOPIC), TURN_TOPICS),
-            "turns": _list_schema(row, n),
+            "turns": {**_list_schema(row, n), "minItems": n},
+            "times": _list_schema(day, turn_times_cap(n)),
             "facts": _list_schema(fact, turn_facts_cap(n)),
         },
-        "required": ["topics", "turns", "facts"],
+        "required": ["topics", "turns", "times", "facts"],
     }
 
 
@@ -267,7 +313,7 @@ def turn_rewrite_reply(first: int, last: int) -> type[TurnRewriteReply]:
         return schema
 
     return type("RewriteTurns", (TurnRewriteReply,),
-                {"__module__": __name__, "model_json_schema": classmethod(model_json_schema)})
+                {"__module__": __name__, "first_turn": first, "model_json_schema": classmethod(model_json_schema)})
 
 
 def compact_cue_schema() -> dict[str, Any]:
@@ -330,8 +376,8 @@ FORMATS = {
 }
 
 
-# `mra_ingest_sentences="turn"` in the compact format: call A's rows name a turn and give its tag, topics and
-# date (about 10 tokens a row instead of a sentence's 30 to 50), plus the topics and facts as before.
+# `mra_ingest_sentences="turn"` in the compact format: call A writes a row per turn with its tag and topics
+# (about 10 tokens a row instead of a sentence's 30 to 50), the dated turns, and the topics and facts as before.
 TURNS_FORMAT = IngestFormat("rewrite_turns", TurnRewriteReply, "cues_compact", CompactCueReply, True, False,
                             (150, 45, 1600), (60, 45, 1600), turn_sentences=True)
 

@@ -38,6 +38,7 @@ from recollect.graphs.mragent.formats import (
     ingest_format,
     lexical_cues,
     turn_facts_cap,
+    turn_times_cap,
 )
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_SESSION, METHOD, TOPICS_KIND
 from recollect.graphs.mragent.persist import (
@@ -84,8 +85,9 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
         extra: dict[str, Any] = {}
         if fmt.turn_sentences:
             payload_a["sentences"] = "turn"  # (its prompt differs too) never a reply that wrote the sentences
-            payload_a["bounded"] = 1  # the window-bounded schema and its prompt: no reply of the unbounded one
-            extra["max_facts"] = turn_facts_cap(len(window))
+            payload_a["bounded"] = 2  # the window-bounded rows without numbers or dates: no reply of before
+            extra.update(max_facts=turn_facts_cap(len(window)), max_times=turn_times_cap(len(window)),
+                         first=window[0].index)
         msgs_a = [HumanMessage(content=render_prompt(METHOD, fmt.rewrite, date_time=session.date_time,
                                                      session_date=sdate or "unknown", turns=turns_text, **extra))]
         call_a = cached_structured_call(

@@ -4,7 +4,8 @@ the window they were asked about (README.md in this folder, "What ingestion buil
 Ids the model invents are dropped and reported, every turn gets at least one sentence, a cue stands
 only where it occurs verbatim in its sentence, and every sentence ends with its speaker as a cue. With
 `mra_ingest_sentences="turn"` call A writes rows without sentences: each turn is then exactly one event
-whose sentence is `turn_sentence(turn)`, with its row's tag, topics and date.
+whose sentence is `turn_sentence(turn)`, with its row's tag and topics and the date its `times` row gives
+(else the session date); a tag that is only a speaker's name becomes the "other" tag.
 """
 
 from __future__ import annotations
@@ -77,6 +78,23 @@ def empty_rewrite(reply: RewriteReply, window: list[Turn], numbers: dict[str, st
     return "no sentence comes from a turn of this session: write at least one sentence for every turn, naming its turn"
 
 
+def turn_days(reply: RewriteReply, by_id: dict[str, Turn], numbers: dict[str, str] | None,
+              notes: list[str]) -> dict[str, str]:
+    """The dates call A's `times` rows give (mra_ingest_sentences="turn"), by turn id; the first row for a
+    turn wins, rows naming no turn of the window are dropped with a note."""
+    days: dict[str, str] = {}
+    unknown = []
+    for row in getattr(reply, "times", []):
+        origin = row.origin if numbers is None or row.origin in by_id else numbers.get(row.origin, row.origin)
+        if origin in by_id:
+            days.setdefault(origin, row.time)
+        else:
+            unknown.append(row.origin or "?")
+    if unknown:
+        notes.append(f"rewrite: dropped times with unknown origin {sorted(set(unknown))}")
+    return days
+
+
 def validate_rewrite(
     reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
     numbers: dict[str, str] | None = None, from_turns: bool = False,
@@ -104,7 +122,9 @@ def validate_rewrite(
     counters: dict[str, int] = {}
     produced: dict[str, list[dict[str, Any]]] = {t.id: [] for t in window}
     if reply is not None:
-        invented, repeated = [], 0
+        invented, repeated, named = [], 0, 0
+        days = turn_days(reply, by_id, numbers, res.notes) if from_turns else {}
+        speakers = {w.casefold() for t in window for w in t.speaker.split()}
         for s in reply.sentences:
             origin = sentence_origin(s, by_id, shapes, numbers)
             if origin not in by_id:
@@ -118,13 +138,20 @@ def validate_rewrite(
                 continue
             refs = s.topics if numbers is None else [t if t in topic_map else f"t{t}" for t in s.topics]
             topics = [topic_map[t] for t in refs if t in topic_map]
-            produced[origin].append({"text": text, "tag": " ".join(s.tag.split()[:2]) or OTHER_TAG,
-                                     "time": normalise_time(s.time, sdate), "topics": topics, "cues": s.cues})
+            tag = " ".join(s.tag.split()[:2])
+            if from_turns and tag and all(w.casefold() in speakers for w in tag.split()):
+                # A speaker's name links every turn of theirs to every other: no tag says less.
+                tag, named = "", named + 1
+            produced[origin].append({"text": text, "tag": tag or OTHER_TAG,
+                                     "time": normalise_time(s.time or days.get(origin, ""), sdate),
+                                     "topics": topics, "cues": s.cues})
         if invented:
             kind = "rows" if from_turns else "sentences"
             res.notes.append(f"rewrite: dropped {kind} with unknown origin {sorted(set(invented))}")
         if repeated:
             res.notes.append(f"rewrite: dropped {repeated} more row(s) for a turn that already had one")
+        if named:
+            res.notes.append(f"rewrite: {named} tag(s) naming a speaker replaced by {OTHER_TAG!r}")
     missing = [tid for tid, items in produced.items() if not items]
     if reply is not None and missing:
         kind = "row" if from_turns else "sentence"

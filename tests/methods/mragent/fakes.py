@@ -76,7 +76,7 @@ def rewrite_content(turns: list[tuple[str, str, str, str]], tag_for: Callable[[s
     if invent:
         sentences.append(("D99:1", "made up", "x", [], "", []))  # a turn id in either format
     first_ref, first_spk = (turns[0][1], turns[0][2]) if turns else ("D1:1", "Ann")
-    return {"sentences": sentences, "topics": ["daily life", ""],
+    return {"sentences": sentences, "topics": ["daily life", ""], "n_turns": len(turns),
             "facts": [(first_ref, first_spk, "pets", f"{first_spk} has a cat named Pixel")]}
 
 
@@ -101,12 +101,15 @@ def compact_rewrite(content: dict[str, Any], merged: bool = False) -> dict[str, 
 
 
 def turn_rows(content: dict[str, Any]) -> dict[str, Any]:
-    """The content as call A's reply with mra_ingest_sentences="turn": a row per turn, no sentence text."""
+    """The content as call A's reply with mra_ingest_sentences="turn": a row per turn in order, [tag, topics],
+    no sentence text (a dropped turn's row is the last row again), the dated turns under `times`."""
     def number(ref: str) -> Any:
         return int(ref) if ref.isdigit() else ref
 
+    rows = [[tag, topics] for _, _, tag, topics, _, _ in content["sentences"]]
     return {"topics": list(content["topics"]),
-            "turns": [[number(ref), tag, topics, time] for ref, _, tag, topics, time, _ in content["sentences"]],
+            "turns": rows + rows[-1:] * (content["n_turns"] - len(rows)),
+            "times": [[number(ref), time] for ref, _, _, _, time, _ in content["sentences"] if time],
             "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
 
 

@@ -1,6 +1,7 @@
 """MRAgent's sentence source (`mra_ingest_sentences`, issue 34): with "turn" (the default) call A writes a
-row per turn (tag, topics, date) and each turn is one event whose sentence is "<speaker>: <text>"; with
-"llm" (the spec, the paper profile) call A writes the sentences and sends the requests it sent before."""
+row per turn (tag, topics) and the dates of the turns that speak of a day, and each turn is one event whose
+sentence is "<speaker>: <text>"; with "llm" (the spec, the paper profile) call A writes the sentences and sends
+the requests it sent before."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from recollect.graphs.mragent.formats import (
     turn_facts_cap,
     turn_rewrite_reply,
     turn_rewrite_schema,
+    turn_times_cap,
 )
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT
 from recollect.graphs.mragent.store import CueTagGraph
@@ -192,20 +194,53 @@ def test_a_rebuilt_fallback_session_updates_the_event_metadata_without_embedding
 
 
 def test_the_turn_rows_schema_is_bounded_by_its_window() -> None:
-    """A grammar made from it ends the row list at the window's last turn, names only the window's turns
-    and keeps facts few and short: unbounded, the model's replies ran on to max_tokens (issue 34)."""
+    """A grammar made from it writes exactly one row per turn of the window, names only the window's turns
+    and keeps dates and facts few and short: unbounded, the model's replies ran on to max_tokens (issue 34)."""
     schema = turn_rewrite_schema(21, 32)
     props = schema["properties"]
-    assert schema["required"] == ["topics", "turns", "facts"]
-    assert props["turns"]["maxItems"] == 12
-    number = props["turns"]["items"]["prefixItems"][0]
+    assert schema["required"] == ["topics", "turns", "times", "facts"]
+    assert props["turns"]["minItems"] == props["turns"]["maxItems"] == 12
+    assert [item["type"] for item in props["turns"]["items"]["prefixItems"]] == ["string", "array"]  # no number, no date
+    number = props["times"]["items"]["prefixItems"][0]
     assert (number["minimum"], number["maximum"]) == (21, 32)
+    assert props["times"]["maxItems"] == turn_times_cap(12) == 3
     assert props["facts"]["maxItems"] == turn_facts_cap(12) == 3
     assert props["facts"]["items"]["prefixItems"][0] == number
     assert props["facts"]["items"]["prefixItems"][3]["maxLength"] == TURN_FACT_CHARS
     assert turn_facts_cap(1) == 1 and turn_facts_cap(5) == 1 and turn_facts_cap(6) == 2
+    assert turn_times_cap(1) == 1 and turn_times_cap(4) == 1 and turn_times_cap(5) == 2
     model = turn_rewrite_reply(21, 32)
     assert model.model_json_schema() == schema and turn_rewrite_reply(21, 32) is model
-    assert issubclass(model, TurnRewriteReply)
-    reply = model.model_validate({"topics": ["pets"], "turns": [[21, "cat", [1], ""]], "facts": []})
-    assert reply.sentences[0].origin == "21" and reply.sentences[0].tag == "cat"
+    assert issubclass(model, TurnRewriteReply) and model.first_turn == 21
+    reply = model.model_validate({"topics": ["pets"], "turns": [["cat", [1]], ["vet", []]], "times": [], "facts": []})
+    assert [(s.origin, s.tag) for s in reply.sentences] == [("21", "cat"), ("22", "vet")]
+
+
+def test_a_row_is_its_turn_by_place_and_the_times_rows_date_the_turns() -> None:
+    """Rows carry no turn number or date: the n-th row is the window's n-th turn; a `times` row dates its
+    turn (its first row wins), one naming no turn of the window is dropped with a note; a turn without one
+    takes the session date."""
+    conv = make_conversation([SESSIONS[0][:3]])
+    window = list(conv.sessions[0].turns)
+    numbers = {str(t.index): t.id for t in window}
+    reply = turn_rewrite_reply(1, 3).model_validate({
+        "topics": ["pets", "music"], "turns": [["adoption", [1]], ["shelter", [1, 2]], ["flat", []]],
+        "times": [[2, "2023-04-20"], [2, "2023-01-01"], [7, "2023-02-02"]], "facts": []})
+    res = validate_rewrite(reply, window, "2023-05-01", 1, 1, numbers, from_turns=True)
+    assert [ev["tag"] for ev in res.events.values()] == ["adoption", "shelter", "flat"]
+    assert [ev["time"] for ev in res.events.values()] == ["2023-05-01", "2023-04-20", "2023-05-01"]
+    assert [ev["topics"] for ev in res.events.values()] == [["D1:t1"], ["D1:t1", "D1:t2"], []]
+    assert res.notes == ["rewrite: dropped times with unknown origin ['7']"]
+
+
+def test_a_tag_that_only_names_a_speaker_becomes_other() -> None:
+    """The 1.5B model tagged every turn with its speaker's name: a tag that links all of a speaker's turns
+    to each other says less than none."""
+    conv = make_conversation([SESSIONS[0][:3]])
+    window = list(conv.sessions[0].turns)
+    speakers = [t.speaker for t in window]
+    rows = [[speakers[0], [1]], [speakers[1].lower(), [1]], [f"{speakers[0]} cat", [1]]]
+    reply = turn_rewrite_reply(1, 3).model_validate({"topics": ["pets"], "turns": rows, "times": [], "facts": []})
+    res = validate_rewrite(reply, window, "2023-05-01", 1, 1, {str(t.index): t.id for t in window}, from_turns=True)
+    assert [ev["tag"] for ev in res.events.values()] == ["Other", "Other", f"{speakers[0]} cat"]
+    assert "rewrite: 2 tag(s) naming a speaker replaced by 'Other'" in res.notes
