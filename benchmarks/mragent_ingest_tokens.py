@@ -107,9 +107,8 @@ def plausible_reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
     title = ((kwargs.get("response_format") or {}).get("schema") or {}).get("title")
     turns = _turns(text)
     facts = [[_number(ref), spk, aspect, fact] for ref, spk, aspect, fact in _facts(turns)]
-    if title == "RewriteTurns":  # [turn number, tag, [topic numbers], date]
-        return {"topics": TOPICS, "sentences": [[_number(ref), _tag(t), [1], ""] for ref, _, t in turns],
-                "facts": facts}
+    if title == "RewriteTurns":  # a row per turn in order, [tag, [topic numbers]]; no turn is dated here
+        return {"topics": TOPICS, "turns": [[_tag(t), [1]] for _, _, t in turns], "times": [], "facts": facts}
     if title in ("RewriteCompact", "RewriteMerged"):  # [turn number, sentence, tag, [topic numbers], date(, cues)]
         merged = title == "RewriteMerged"
         rows = []
