@@ -1,11 +1,13 @@
 """The public API, re-exported by `recollect` itself: build a graph, ingest a dialogue, ask, forget.
 
-    from recollect import create_graph, ingest, ask
+```python
+from recollect import ask, create_graph, ingest
 
-    ingest("dialogue.json", namespace="alice")              # every method's memory, once
-    graph = create_graph("memr3")                           # a compiled LangGraph, bound to its settings
-    graph.invoke({"namespace": "alice", "question": "Where does Maya work?"})["answer"]
-    ask("Where does Maya work?", namespace="alice", method="hymem")["answer"]
+ingest("dialogue.json", namespace="alice")              # every method's memory, once
+graph = create_graph("memr3")                           # a compiled LangGraph, bound to its settings
+graph.invoke({"namespace": "alice", "question": "Where does Maya work?"})["answer"]
+ask("Where does Maya work?", namespace="alice", method="hymem")["answer"]
+```
 
 Settings come from a method's context class (`MemR3Context`, ...), keyword settings (`memr3_top_k=8`) or
 `AllMethodsContext`; `RECOLLECT_*` environment variables give the defaults.

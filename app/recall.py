@@ -5,9 +5,16 @@ fixes the namespace when it builds the tool, or gives a template filled from eac
 `config["configurable"]` (or the LangGraph runtime context of the agent calling it), e.g. `"{user_id}"`
 (recollect.scoping). So one user's agent cannot be talked into reading another user's memory.
 
-    tool = create_recall_tool(method="memr3", namespace="{user_id}")
-    agent = create_agent(model, tools=[tool])
-    agent.invoke({"messages": [...]}, {"configurable": {"user_id": "alice"}})
+```python
+from langchain_openai import ChatOpenAI
+from langgraph.prebuilt import create_react_agent      # or langchain's create_agent
+from recollect import create_recall_tool, ingest
+
+ingest("dialogue.json", namespace="alice", methods=["memr3"])
+tool = create_recall_tool(method="memr3", namespace="{user_id}")
+agent = create_react_agent(ChatOpenAI(model="gpt-4o-mini"), tools=[tool])
+agent.invoke({"messages": [("user", "What is my dog called?")]}, {"configurable": {"user_id": "alice"}})
+```
 """
 
 from __future__ import annotations

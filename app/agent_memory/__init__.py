@@ -1,9 +1,13 @@
 """recollect as a running agent's memory: remember a chat's newest turns, without making the reply wait.
 
-    from recollect import remember, create_remember_node
+```python
+from recollect import create_remember_node, remember, wait_for_builds
 
-    remember(state["messages"], namespace="alice", thread_id="t1")    # after the agent replied
-    builder.add_node("remember", create_remember_node(namespace="{user_id}"))
+messages = [("user", "My dog is called Biscuit."), ("assistant", "Noted!")]
+remember(messages, namespace="alice", thread_id="t1")   # after the agent replied; again adds nothing
+node = create_remember_node(namespace="{user_id}")      # the same as a graph node: builder.add_node("remember", node)
+wait_for_builds()                                       # scripts and tests: the background builds are done
+```
 
 `remember` appends the turns the namespace does not hold yet (recollect.memory.incremental: sessions are
 runs of one thread on one day, turn ids `D<session>:<n>`, the same messages twice add nothing), with their
