@@ -132,6 +132,12 @@ def preselect(
     return [e for e in cands if e in union], usage, records, shown
 
 
+def by_similarity(g: CueTagGraph, question: str, tags: dict[str, list[str]]) -> list[str]:
+    """A cue's tags, best first by their best event's similarity to the question."""
+    sims = g.ranking(EVENTS_KIND, question)
+    return sorted(tags, key=lambda t: -max(sims.get(e, -1) for e in tags[t]))
+
+
 def cue_tags(
     g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[str, Any]]
 ) -> tuple[list[tuple[str, list[str], dict[str, float]]], dict[str, Any], list[dict[str, Any]]]:
@@ -149,7 +155,11 @@ def cue_tags(
             entry = g.cues[norm]
             tags = list(entry["tags"])
             scores: dict[str, float] = {}
-            if len(tags) > ctx.mra_tag_max:
+            if len(tags) > ctx.mra_tag_max and ctx.mra_tag_score == "embedding":
+                tags = by_similarity(g, question, entry["tags"])[: ctx.mra_tag_keep]
+                records += emit("seed_tag_score", cue=entry["cue"], kept=tags, ranked_by="embedding",
+                                skipped_call="seed_tag_score (mra_tag_score=embedding)")
+            elif len(tags) > ctx.mra_tag_max:
                 res = call_structured(
                     get_chat_model(ctx),
                     [HumanMessage(content=render_prompt(P, "tag_score", question=question, cue=entry["cue"],
@@ -161,9 +171,7 @@ def cue_tags(
                     scores = {t: s for t, s in res.value.scores.items() if t in entry["tags"] and s > 0}
                     tags = sorted(scores, key=lambda t: -scores[t])[: ctx.mra_tag_keep]
                 else:
-                    sims = g.ranking(EVENTS_KIND, question)
-                    tags = sorted(tags, key=lambda t: -max(sims.get(e, -1) for e in entry["tags"][t]))
-                    tags = tags[: ctx.mra_tag_keep]
+                    tags = by_similarity(g, question, entry["tags"])[: ctx.mra_tag_keep]
                 records += emit("seed_tag_score", cue=entry["cue"], kept=tags, scores=scores,
                                 **(res.failure_note() if res.value is None else {}))
             out.append((entry["cue"], tags, scores))

@@ -89,6 +89,13 @@ class MRAgentSettings:
     mra_rewrite_skip_words: int = setting(
         3, "MRAgent: skip the answer rewrite for answers of at most this many words with no digit (0 = never "
            "skip)", ge=0, paper=0)
+    # Issue 34: a seed cue with more than `mra_tag_max` tags (a speaker's name is a cue of every turn of theirs,
+    # so it has dozens) costs a scoring call that writes a score per tag, up to 600 tokens on a CPU that decodes
+    # about 10 a second. "embedding": the tags are ranked by their events' similarity to the question, as the
+    # tools already rank them and as the seed did when the call failed; no call. "llm" = the paper.
+    mra_tag_score: Literal["llm", "embedding"] = setting(
+        "llm", "MRAgent: rank a seed cue's tags above mra_tag_max by an LLM scoring call (llm, the paper) or by "
+               "embedding similarity to the question, no call (embedding)")
 
 
 @dataclass(kw_only=True)

@@ -138,6 +138,21 @@ def test_many_tags_are_scored_and_strong_tags_expanded(data_dir: str) -> None:
     assert [line.split(": ")[0] for line in state["mra_seed"]["cue_tag_events"]] == ["D1:3"]
 
 
+def test_with_embedding_tag_ranking_many_tags_make_no_call(data_dir: str) -> None:
+    """mra_tag_score=embedding (issue 34): the tags are ranked by their events' similarity to the question, the
+    same ranking the tools use; no scoring call, and the trace says which call was skipped."""
+    sessions = [[("Ann", f"garden work number{i}") for i in range(1, 19)]]
+    ctx, _ = ingest(data_dir, sessions=sessions, model=ingest_model(tag_for=lambda tid, text: f"tag{tid.split(':')[1]}"))
+    ctx = ctx.with_overrides(mra_tag_score="embedding")
+    qm = QuestionModel(cues={"time_window": "", "cues": [{"cue": "garden", "alternatives": []}]}, navigate=[ANSWER])
+    state, _ = run(q(ctx, qm), "garden work number7?")
+    assert "tag_score" not in qm.kinds
+    record = next(r for r in state["trace"] if r["node"] == "seed_tag_score")
+    assert record["ranked_by"] == "embedding" and "mra_tag_score=embedding" in record["skipped_call"]
+    assert len(record["kept"]) == ctx.mra_tag_keep and record["kept"][0] == "tag7"  # its event is the question
+    assert AllMethodsContext(profile="paper").mra_tag_score == "llm" == AllMethodsContext().mra_tag_score
+
+
 # --- 6. protocol equivalence
 
 
