@@ -31,15 +31,8 @@ from typing import Any
 
 from recollect.dialogue.models import Conversation, Session
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES
-from recollect.graphs.mragent.formats import (
-    CueItem,
-    CueReply,
-    completion_cap,
-    ingest_format,
-    lexical_cues,
-    turn_facts_cap,
-    turn_times_cap,
-)
+from recollect.graphs.mragent.formats import CueItem, CueReply, turn_facts_cap, turn_times_cap
+from recollect.graphs.mragent.ingest_formats import completion_cap, ingest_format, lexical_cues
 from recollect.graphs.mragent.layout import EVENTS_KIND, K_EVENT, K_SESSION, METHOD, TOPICS_KIND
 from recollect.graphs.mragent.persist import (
     SessionMemory,

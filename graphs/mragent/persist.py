@@ -14,7 +14,7 @@ from typing import Any
 
 from recollect.dialogue.models import Session
 from recollect.graphs.mragent.cues import cue_norm, cue_tokens
-from recollect.graphs.mragent.formats import lexical_cues, turn_sentences
+from recollect.graphs.mragent.ingest_formats import lexical_cues, turn_sentences
 from recollect.graphs.mragent.layout import (
     K_CUE,
     K_EVENT,

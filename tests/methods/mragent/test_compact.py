@@ -11,7 +11,6 @@ import pytest
 
 from recollect.graphs.mragent.cues import MAX_CUES, STOPWORDS, fallback_cues
 from recollect.graphs.mragent.formats import (
-    FORMATS,
     CompactCueReply,
     CompactRewriteReply,
     CueReply,
@@ -19,6 +18,7 @@ from recollect.graphs.mragent.formats import (
     RewriteReply,
     compact_rewrite_schema,
 )
+from recollect.graphs.mragent.ingest_formats import FORMATS
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.validation import apply_cues, validate_rewrite
 from recollect.graphs.registry import AllMethodsContext
