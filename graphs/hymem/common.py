@@ -3,6 +3,8 @@ memory pool line and the round counter (README.md in this folder, "Nodes")."""
 
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from recollect.graphs.hymem.memory import summary_index
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
@@ -24,12 +26,39 @@ def top_summaries(ctx: HyMemContext, namespace: str, query: str, n: int) -> list
     if n <= 0:
         return []
     index = summary_index(workspace(ctx), namespace)
+    if ctx.hymem_turn_ranking:
+        return by_summary_and_turns(ctx, namespace, query, n)
     if ctx.hymem_rerank == "hybrid":
         # BM25 over the same units fused with the dense ranking (reciprocal ranks), as the chunk memory does
         units = MaskedRetriever(index, candidate_k=n + max(n, 10), rerank="hybrid").retrieve(query, [], n)
     else:
         units = index.query(query, n + max(n, 10))
     return sorted(units, key=lambda u: (-round(u.score, 5), u.metadata.get("order", 0)))[:n]
+
+
+TURNS_PER_UNIT = 3  # turns fetched per unit asked for: enough that most of the n units can be reached by a turn
+
+
+def by_summary_and_turns(ctx: HyMemContext, namespace: str, query: str, n: int) -> list[Unit]:
+    """The top-n Level-1 units from two rankings taken in turn (hymem_turn_ranking): the summaries' cosine to
+    `query` (first, as the spec ranks them), and their best linked turn's cosine; a unit already taken is
+    skipped. So about half the units shown are those whose own turns match best, even when their summary
+    does not. Ties keep corpus order."""
+    ws = workspace(ctx)
+    index = summary_index(ws, namespace)
+    by_summary = sorted(index.query(query, index.count()), key=lambda u: (-round(u.score, 5), u.metadata.get("order", 0)))
+    units_of_turn: dict[str, list[Unit]] = {}
+    for u in sorted(by_summary, key=lambda u: u.metadata.get("order", 0)):
+        for tid in u.turn_ids:
+            units_of_turn.setdefault(tid, []).append(u)
+    hits = sorted(ws.index("turns", namespace).query(query, TURNS_PER_UNIT * n), key=lambda t: (-round(t.score, 5), t.id))
+    by_turns = [u for hit in hits for u in units_of_turn.get(hit.id, [])]
+    taken: dict[str, Unit] = {}
+    for pair in zip_longest(by_summary, by_turns):
+        for u in pair:
+            if len(taken) < n and u is not None:
+                taken.setdefault(u.id, u)
+    return list(taken.values())
 
 
 def summary_line(u: Unit) -> str:

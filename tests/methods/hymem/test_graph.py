@@ -573,3 +573,26 @@ def test_hybrid_rerank_lets_a_bm25_only_summary_into_the_light_call(data_dir: st
     _, hybrid = run(ctx, model(), question, hymem_light_k=2, hymem_rerank="hybrid")
     assert dense["hymem_light_ids"] == cosine_order(data_dir, question)[:2]
     assert rare in hybrid["hymem_light_ids"] and len(hybrid["hymem_light_ids"]) == 2
+
+
+def test_turn_ranking_lets_a_unit_whose_turn_matches_into_the_light_call(data_dir: str) -> None:
+    """hymem_turn_ranking (issue 35): summaries that do not repeat the asked-about words leave cosine to
+    corpus order; taking units in turn from that order and from their best linked turn's, the unit linking
+    the matching turn is shown second. False (the spec) keeps the summaries' cosine order."""
+    turns = [("Ann", f"talk number {i} about weather") for i in range(1, 9)] + [("Bob", "I adopted a grey cat named Pixel")]
+
+    def vague(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"items": [{"text": f"a chat, part {n}", "turn_ids": [i]}
+                          for n, (i, _, _) in enumerate(LINE.findall(messages[-1].content), start=1)]}
+
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=ScriptedChatModel(default=vague), hymem_turns_per_summary=0)
+    ingest_conversation(make_conversation([turns]), "ns", ctx, methods=["hymem"])
+    question = "What is the grey cat named Pixel called?"
+    summaries = load_summaries(open_workspace(data_dir), "ns")
+    pixel = next(sid for sid, s in summaries.items() if s["turn_ids"] == ["D1:9"])
+    assert pixel not in cosine_order(data_dir, question)[:3]
+    _, spec = run(ctx, model(), question, hymem_light_k=3)
+    _, fused = run(ctx, model(), question, hymem_light_k=3, hymem_turn_ranking=True)
+    assert spec["hymem_light_ids"] == cosine_order(data_dir, question)[:3]
+    assert fused["hymem_light_ids"] == [cosine_order(data_dir, question)[0], pixel, cosine_order(data_dir, question)[1]]
+    assert AllMethodsContext(profile="paper").hymem_turn_ranking is False is AllMethodsContext().hymem_turn_ranking
