@@ -34,6 +34,7 @@ PACKAGE = "recollect"
 INGEST_MODULES = ("recollect.ingestion",)
 # Settings that say where a run reads and writes or which question is asked, not how it answers.
 NOT_BEHAVIOUR = frozenset({"namespace", *SERVER_ONLY, *PYTHON_ONLY})
+REGISTRY = frozenset({"recollect.graphs.registry"})
 FULL_CONTEXT_MEMORY = "turns"  # the memory of a graph with no builder: the stored turns alone
 
 
@@ -84,16 +85,16 @@ def _direct_imports(module: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def module_closure(roots: Iterable[str]) -> list[str]:
-    """Every recollect module the roots import, transitively, sorted."""
+def module_closure(roots: Iterable[str], skip: frozenset[str] = frozenset()) -> list[str]:
+    """Every recollect module the roots import, transitively, sorted; `skip` is neither counted nor followed."""
     seen: set[str] = set()
-    todo = [r for r in roots if _origin(r) is not None]
+    todo = [r for r in roots if _origin(r) is not None and r not in skip]
     while todo:
         module = todo.pop()
         if module in seen:
             continue
         seen.add(module)
-        todo.extend(_direct_imports(module) - seen)
+        todo.extend(_direct_imports(module) - seen - skip)
     return sorted(seen)
 
 
@@ -272,9 +273,12 @@ def builder_fingerprint(builder: str, ctx: Context) -> Fingerprint:
     from recollect.graphs.registry import BUILDERS
 
     roots = list(INGEST_MODULES) + ([BUILDERS[builder].split(":")[0]] if builder != FULL_CONTEXT_MEMORY else [])
-    modules = module_closure(roots)
-    # the settings' own declarations and the registry name every setting; the code that builds reads some
-    read = _attribute_names(m for m in modules if not m.endswith(".settings") and m != "recollect.graphs.registry")
+    # The ingestion path finds the builder through the registry, which imports every method's settings: followed,
+    # a setting added to one method would change every memory's fingerprint and send every memory to be built
+    # again. The registry names the builder; what the build reads of the settings counts by value below.
+    modules = module_closure(roots, skip=REGISTRY)
+    # the settings' own declarations name every setting; the code that builds reads some
+    read = _attribute_names(m for m in modules if not m.endswith(".settings"))
     settings = {f.name: getattr(ctx, f.name) for f in fields(ctx)
                 if f.name in read and f.name not in NOT_BEHAVIOUR}
     return _fingerprint("memory", builder, modules, settings, ctx)

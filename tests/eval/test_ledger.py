@@ -105,6 +105,16 @@ def test_a_builder_fingerprint_follows_the_settings_its_code_reads() -> None:
     assert builder_fingerprint("turns", ctx).digest != chunks
 
 
+def test_a_builder_fingerprint_covers_its_own_settings_module_and_no_other_methods() -> None:
+    """The registry imports every method's settings; a builder found through it does not depend on them, so a
+    setting added to MRAgent leaves MGRetrieval's memory where it is (its own settings module still counts)."""
+    ctx = AllMethodsContext()
+    modules = {k.removeprefix("module:") for k in builder_fingerprint("mgretrieval", ctx).parts if k.startswith("module:")}
+    assert "recollect.graphs.mgretrieval.settings" in modules and "recollect.graphs.mgretrieval.memory" in modules
+    assert not {"recollect.graphs.registry", "recollect.graphs.mragent.settings", "recollect.graphs.hymem.settings"} & modules
+    assert "recollect.ingestion" in modules
+
+
 # --------------------------------------------------------------------------------------------- text-free rows
 
 
