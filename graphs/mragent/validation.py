@@ -122,7 +122,7 @@ def validate_rewrite(
     counters: dict[str, int] = {}
     produced: dict[str, list[dict[str, Any]]] = {t.id: [] for t in window}
     if reply is not None:
-        invented, repeated, named = [], 0, 0
+        invented, repeated = [], 0
         days = turn_days(reply, by_id, numbers, res.notes) if from_turns else {}
         speakers = {w.casefold() for t in window for w in t.speaker.split()}
         for s in reply.sentences:
@@ -140,8 +140,9 @@ def validate_rewrite(
             topics = [topic_map[t] for t in refs if t in topic_map]
             tag = " ".join(s.tag.split()[:2])
             if from_turns and tag and all(w.casefold() in speakers for w in tag.split()):
-                # A speaker's name links every turn of theirs to every other: no tag says less.
-                tag, named = "", named + 1
+                # A speaker's name links every turn of theirs to every other: it counts as no tag, as an empty
+                # one does (no note: the event is built as asked, and a note would mark the session's build).
+                tag = ""
             produced[origin].append({"text": text, "tag": tag or OTHER_TAG,
                                      "time": normalise_time(s.time or days.get(origin, ""), sdate),
                                      "topics": topics, "cues": s.cues})
@@ -150,8 +151,6 @@ def validate_rewrite(
             res.notes.append(f"rewrite: dropped {kind} with unknown origin {sorted(set(invented))}")
         if repeated:
             res.notes.append(f"rewrite: dropped {repeated} more row(s) for a turn that already had one")
-        if named:
-            res.notes.append(f"rewrite: {named} tag(s) naming a speaker replaced by {OTHER_TAG!r}")
     missing = [tid for tid, items in produced.items() if not items]
     if reply is not None and missing:
         kind = "row" if from_turns else "sentence"
