@@ -269,14 +269,19 @@ def compact_rewrite_schema(with_cues: bool) -> dict[str, Any]:
     }
 
 
+def _one_per(n_turns: int, per: int) -> int:
+    """One item per `per` turns of a window (rounded up), and at least one."""
+    return max(1, -(-n_turns // per))
+
+
 def turn_facts_cap(n_turns: int) -> int:
     """At most one fact per `TURNS_PER_FACT` turns of a window, and at least one."""
-    return max(1, -(-n_turns // TURNS_PER_FACT))
+    return _one_per(n_turns, TURNS_PER_FACT)
 
 
 def turn_times_cap(n_turns: int) -> int:
     """At most one dated turn per `TURNS_PER_TIME` turns of a window, and at least one."""
-    return max(1, -(-n_turns // TURNS_PER_TIME))
+    return _one_per(n_turns, TURNS_PER_TIME)
 
 
 def turn_rewrite_schema(first: int, last: int) -> dict[str, Any]:

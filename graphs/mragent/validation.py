@@ -78,6 +78,11 @@ def empty_rewrite(reply: RewriteReply, window: list[Turn], numbers: dict[str, st
     return "no sentence comes from a turn of this session: write at least one sentence for every turn, naming its turn"
 
 
+def numbered_origin(origin: str, by_id: dict[str, Turn], numbers: dict[str, str] | None) -> str:
+    """A row's turn: a turn id as it is, else (the compact formats) the turn its local number names."""
+    return origin if numbers is None or origin in by_id else numbers.get(origin, origin)
+
+
 def turn_days(reply: RewriteReply, by_id: dict[str, Turn], numbers: dict[str, str] | None,
               notes: list[str]) -> dict[str, str]:
     """The dates call A's `times` rows give (mra_ingest_sentences="turn"), by turn id; the first row for a
@@ -85,7 +90,7 @@ def turn_days(reply: RewriteReply, by_id: dict[str, Turn], numbers: dict[str, st
     days: dict[str, str] = {}
     unknown = []
     for row in getattr(reply, "times", []):
-        origin = row.origin if numbers is None or row.origin in by_id else numbers.get(row.origin, row.origin)
+        origin = numbered_origin(row.origin, by_id, numbers)
         if origin in by_id:
             days.setdefault(origin, row.time)
         else:
@@ -179,7 +184,7 @@ def validate_rewrite(
                 res.cues[eid] = list(item["cues"])
     if reply is not None:
         for f in reply.personal_facts:
-            origin = f.origin if numbers is None or f.origin in by_id else numbers.get(f.origin, f.origin)
+            origin = numbered_origin(f.origin, by_id, numbers)
             if origin in by_id and f.person and f.text:
                 res.facts.append({"person": f.person, "aspect": f.aspect or "general", "fact": f.text,
                                   "origin": origin})
