@@ -1,8 +1,9 @@
 """One retrieval round: the `retrieve_round` node (README.md in this folder, "The retrieval pyramid").
 
 A round takes the next pyramid group that still has memories the model has not seen (R̃ = s(P)
-minus every turn shown, eq. 11), caps them by similarity to the question, tops a narrow group up with
-dense turns (`mg_dense_fill`), and cuts the least similar ones until the assess prompt fits
+minus every turn shown, eq. 11), caps them by relevance to the question (`mg_turn_ranking`), tops a
+narrow group up with the nearest turns (`mg_dense_fill`), and cuts the least relevant ones until the
+assess prompt fits
 `max_prompt_tokens`. With no group left it can run a dense round instead (`mg_empty_fallback`,
 `mg_exhausted_fallback`). Deterministic: no LLM call.
 """
@@ -20,8 +21,8 @@ from recollect.graphs.mgretrieval.state import MGRetrievalState, RoundEntry
 from recollect.graphs.mgretrieval.turns import (
     dense_turns,
     memory_item,
+    relevance,
     session_dates,
-    similarities,
     top_by_similarity,
     turn_order,
 )
@@ -79,7 +80,7 @@ def retrieve_round(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]
         # (mg_exhausted_fallback, our addition; "stop" = the spec).
         dense = ctx.mg_empty_fallback == "dense" if iteration == 0 else ctx.mg_exhausted_fallback == "dense"
         if dense:
-            fresh = dense_turns(ws, ns, question, masks, cap)
+            fresh = dense_turns(ws, ns, question, masks, cap, ctx.mg_turn_ranking)
             if fresh:
                 group = {"level": 0, "keywords": [], "size": len(fresh), "ids": fresh}
                 if iteration == 0:
@@ -96,16 +97,17 @@ def retrieve_round(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]
                               note=why),
             }
 
-    # Cap: the turns most similar to the question; the overflow is neither shown nor masked.
+    # Cap: the turns most relevant to the question (mg_turn_ranking); the overflow is neither shown nor
+    # masked.
     order = turn_order(ws, ns)
     fresh.sort(key=lambda t: order.get(t, 1 << 30))
-    kept = top_by_similarity(ws, ns, question, fresh, cap)
+    kept = top_by_similarity(ws, ns, question, fresh, cap, ctx.mg_turn_ranking)
     n_capped = len(fresh) - len(kept)
     # Dense fill (mg_dense_fill, our addition; 0 = the spec): a keyword group with only a few new
     # memories is topped up with the question's nearest unmasked turns, within the per-round cap, so a
     # narrow group never leaves the model a handful of turns. They are shown and masked like the rest.
     fill_to = min(max(0, ctx.mg_dense_fill), cap) if group["level"] > 0 else 0
-    filled = (dense_turns(ws, ns, question, masks | set(fresh), fill_to - len(kept))
+    filled = (dense_turns(ws, ns, question, masks | set(fresh), fill_to - len(kept), ctx.mg_turn_ranking)
               if len(kept) < fill_to else [])
     kept += filled
 
@@ -121,7 +123,7 @@ def retrieve_round(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]
     budget = ctx.max_prompt_tokens - _assess_fixed_tokens(state)
     n_budget_cut = 0
     if sum(_memory_tokens(m) for m in new_mems) > budget and len(new_mems) > 1:
-        sims = similarities(ws, ns, question, [m["id"] for m in new_mems])
+        sims = relevance(ws, ns, question, [m["id"] for m in new_mems], ctx.mg_turn_ranking)
         drop_order = sorted(new_mems, key=lambda m: (sims.get(m["id"], 0.0), -order.get(m["id"], 0)))
         fits = pack(reversed(drop_order), budget, _memory_tokens, keep_first=True, on_overflow="stop")
         n_budget_cut = len(fits.dropped)

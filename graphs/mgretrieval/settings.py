@@ -62,6 +62,14 @@ class MGRetrievalSettings:
     mg_exhausted_fallback: Literal["dense", "stop"] = setting(
         "dense", "MGRetrieval: when the pyramid runs out before the round budget, go on with rounds of the "
                  "question's nearest unmasked turns (dense) or stop (stop = spec)", paper="stop")
+    # Issue 35: the decisive rows' funnel showed a round's cut (per-round cap, dense fill, prompt budget)
+    # as where MGRetrieval falls below rag. Offline, over the decisive sample's 119 questions with gold
+    # turns and the built memory, the question's 20 first turns by cosine held 53.6 % of the gold turns,
+    # by cosine + BM25 rank fusion 64.5 % (benchmarks/reports/turn_ranking).
+    mg_turn_ranking: Literal["cosine", "hybrid"] = setting(
+        "hybrid", "MGRetrieval: rank a round's candidate turns (per-round cap, dense fill and rounds, prompt "
+                  "budget cut) by cosine to the question (cosine = spec) or by cosine and BM25 ranks fused "
+                  "(hybrid)", paper="cosine")
     mg_keep_critical_when_none: bool = setting(
         True, "MGRetrieval: a reply naming no shown memory keeps H(r-1) and the new memories, cut by "
               "similarity, instead of an empty H (false = spec)", paper=False)

@@ -1,20 +1,32 @@
-"""The conversation's turns as MGRetrieval's rounds see them: order, dates, memory items and similarity
+"""The conversation's turns as MGRetrieval's rounds see them: order, dates, memory items and relevance
 to the question (README.md in this folder, "The retrieval pyramid").
 
 Similarity is exact cosine over the shared `turns` collection's stored vectors, never the vector
-index's approximate search, so a cap or a dense round picks the same turns on every run.
+index's approximate search, so a cap or a dense round picks the same turns on every run. With
+`mg_turn_ranking="hybrid"` a turn's relevance fuses its cosine rank with its BM25 rank among the same
+candidates (reciprocal-rank fusion of each ranking's head, as the chunk retriever's `hybrid` rerank
+does): a single turn's MiniLM vector often misses the name or the rare noun the question and the turn
+share.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from recollect.dialogue.models import Turn
 from recollect.memory.embeddings import cosine_matrix
+from recollect.memory.retriever import RRF_K, corpus_for
 from recollect.memory.workspace import Workspace
+
+TurnRanking = Literal["cosine", "hybrid"]
+# Fuse only each ranking's head, as the chunk retriever's hybrid rerank fuses its `memr3_candidate_k`
+# (20) candidates: BM25 scores every turn that shares a frequent question word ("what", "did"), and its
+# long tail would outvote the cosine ranking
+HYBRID_POOL = 20
+TIE_SCALE = 1e-7  # the cosine tie-break: below the smallest difference of two fused ranks (~1e-5 at k=60)
 
 
 def turn_order(ws: Workspace, namespace: str) -> dict[str, int]:
@@ -55,22 +67,45 @@ def similarities(ws: Workspace, namespace: str, question: str, ids: list[str]) -
     return {i: float(s) for i, s in zip(ids, sims, strict=False)}
 
 
-def top_by_similarity(ws: Workspace, namespace: str, question: str, ids: list[str], n: int) -> list[str]:
-    """The n ids most similar to the question; ties keep the given (turn) order."""
+def relevance(ws: Workspace, namespace: str, question: str, ids: list[str],
+              ranking: TurnRanking = "cosine", pool: int = HYBRID_POOL) -> dict[str, float]:
+    """Each turn's relevance to the question, higher first: its cosine ("cosine"), or ("hybrid") the
+    reciprocal-rank fusion of the `pool` best cosine ranks and the `pool` best BM25 ranks among `ids`, a
+    turn in neither pool scoring 0, with the cosine as tie-break (scaled far below one rank step)."""
+    sims = similarities(ws, namespace, question, ids)
+    if ranking == "cosine" or not ids:
+        return sims
+    by_cosine = sorted(range(len(ids)), key=lambda k: (-round(sims.get(ids[k], 0.0), 6), k))[:pool]
+    fused = {tid: TIE_SCALE * (1.0 + sims.get(tid, 0.0)) for tid in ids}
+    for rank, k in enumerate(by_cosine, start=1):
+        fused[ids[k]] += 1.0 / (RRF_K + rank)
+    corpus = corpus_for(ws.index("turns", namespace))
+    candidates = set(ids)
+    others = {u.id for u in corpus.units if u.id not in candidates}
+    for rank, tid in enumerate(corpus.bm25_ranking(question, others, pool), start=1):
+        fused[tid] += 1.0 / (RRF_K + rank)
+    return fused
+
+
+def top_by_similarity(ws: Workspace, namespace: str, question: str, ids: list[str], n: int,
+                      ranking: TurnRanking = "cosine") -> list[str]:
+    """The n ids most relevant to the question (`relevance`); ties keep the given (turn) order."""
     if len(ids) <= n:
         return list(ids)
-    sims = similarities(ws, namespace, question, ids)
-    ranked = sorted(range(len(ids)), key=lambda k: (-round(sims.get(ids[k], 0.0), 6), k))
+    scores = relevance(ws, namespace, question, ids, ranking, pool=max(HYBRID_POOL, n))
+    ranked = sorted(range(len(ids)), key=lambda k: (-round(scores.get(ids[k], 0.0), 12), k))
     return [ids[k] for k in ranked[:n]]
 
 
-def dense_turns(ws: Workspace, namespace: str, question: str, exclude: set[str], n: int) -> list[str]:
-    """The n turns nearest the question by embedding, none of them in `exclude` (in no set order).
+def dense_turns(ws: Workspace, namespace: str, question: str, exclude: set[str], n: int,
+                ranking: TurnRanking = "cosine") -> list[str]:
+    """The n turns nearest the question, none of them in `exclude` (in no set order).
 
-    Exact cosine over the shared turn collection's stored vectors (the capping similarity), so ties
-    go to the earlier turn and the result never depends on the vector index's approximate search.
+    Exact cosine over the shared turn collection's stored vectors (the capping relevance, fused with
+    BM25 under "hybrid"), so ties go to the earlier turn and the result never depends on the vector
+    index's approximate search.
     """
     if n <= 0:
         return []
     candidates = [t for t in ws.turns(namespace) if t not in exclude]  # conversation order
-    return top_by_similarity(ws, namespace, question, candidates, n)
+    return top_by_similarity(ws, namespace, question, candidates, n, ranking)

@@ -18,6 +18,7 @@ import pytest
 
 from recollect.graphs.mgretrieval.graph import graph
 from recollect.graphs.mgretrieval.metrics import round_kinds
+from recollect.graphs.mgretrieval.turns import top_by_similarity
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
 from recollect.memory.workspace import open_workspace
@@ -243,3 +244,37 @@ def test_an_answer_made_of_the_question_words_is_an_echo() -> None:
     question = "What is the name of the dog Maya adopted?"
     assert _echoes("Maya", question) and _echoes("the dog", question)
     assert not _echoes("Biscuit", question) and not _echoes("", question)
+
+
+# --- turn ranking (mg_turn_ranking) -------------------------------------------------------------------
+
+# "golf" is D1:7's word alone; "an" (D1:5's) is a BM25 stopword but pulls the hashing embedder's cosine
+# towards D1:5: no other turn gets a BM25 score, and cosine ranks another turn first
+GOLF_Q = "golf and an and an"
+
+
+def test_hybrid_ranking_puts_the_one_turn_sharing_the_questions_rare_word_first(data: str) -> None:
+    """Fused with BM25, the only turn with a BM25 score gets 1/(k+1) + its cosine term, more than any other
+    turn's cosine term alone, so it ranks first wherever its cosine places it."""
+    ws = open_workspace(data)
+    ids = list(ws.turns("ns"))
+    by_cosine = top_by_similarity(ws, "ns", GOLF_Q, ids, len(ids) - 1, "cosine")
+    assert by_cosine[0] != "D1:7"  # the hashing embedder ranks another turn first: the setting matters here
+    by_fusion = top_by_similarity(ws, "ns", GOLF_Q, ids, len(ids) - 1, "hybrid")
+    assert by_fusion[0] == "D1:7" and len(set(by_fusion)) == len(ids) - 1
+    # turns without the word keep their cosine order behind it
+    assert [t for t in by_fusion if t != "D1:7"] == [t for t in by_cosine if t != "D1:7"][:len(ids) - 2]
+
+
+def test_the_per_round_cap_keeps_what_the_ranking_ranks_first(data: str) -> None:
+    """Φ(cherry) = D1:1, D1:4, D1:7, D1:8 capped to one turn: the fused ranking keeps the golf turn."""
+    kept: dict[str, list[str]] = {}
+    for ranking in ("cosine", "hybrid"):
+        main = Main([{"answer": "x", "sufficient": False, "critical_ids": []}])
+        ctx = AllMethodsContext(data_dir=data, chat_model=main.model, aux_chat_model=aux_model(["cherry"]),
+                                mg_max_new_per_round=1, mg_max_rounds=1, mg_turn_ranking=ranking)
+        out, _ = run_graph(graph, ctx, "ns", GOLF_Q)
+        r1 = rounds_run(out)[0]
+        assert (r1["size"], r1["n_new"], r1["n_capped"]) == (4, 1, 3)
+        kept[ranking] = r1["new_ids"]
+    assert kept["hybrid"] == ["D1:7"] and kept["cosine"] != ["D1:7"]
