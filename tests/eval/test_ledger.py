@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from recollect.eval import fingerprint as fpmod
 from recollect.eval import ledger_run
 from recollect.eval.estimate import parse_duration
-from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, module_closure
+from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, is_method_settings, module_closure
 from recollect.eval.ledger import (
     BUILD_FIELDS,
     BUILDS_NAME,
@@ -105,14 +106,32 @@ def test_a_builder_fingerprint_follows_the_settings_its_code_reads() -> None:
     assert builder_fingerprint("turns", ctx).digest != chunks
 
 
-def test_a_builder_fingerprint_covers_its_own_settings_module_and_no_other_methods() -> None:
+def test_a_builder_fingerprint_covers_its_modules_and_no_settings_module() -> None:
     """The registry imports every method's settings; a builder found through it does not depend on them, so a
-    setting added to MRAgent leaves MGRetrieval's memory where it is (its own settings module still counts)."""
+    setting added to MRAgent leaves MGRetrieval's memory where it is. Its own settings module counts by the
+    values the build reads, not by its text: a question-time setting added there leaves the memory too."""
     ctx = AllMethodsContext()
     modules = {k.removeprefix("module:") for k in builder_fingerprint("mgretrieval", ctx).parts if k.startswith("module:")}
-    assert "recollect.graphs.mgretrieval.settings" in modules and "recollect.graphs.mgretrieval.memory" in modules
-    assert not {"recollect.graphs.registry", "recollect.graphs.mragent.settings", "recollect.graphs.hymem.settings"} & modules
-    assert "recollect.ingestion" in modules
+    assert "recollect.graphs.mgretrieval.memory" in modules and "recollect.ingestion" in modules
+    assert not {"recollect.graphs.registry", "recollect.graphs.mgretrieval.settings", "recollect.graphs.mragent.settings",
+                "recollect.graphs.hymem.settings"} & modules
+    built = builder_fingerprint("mgretrieval", ctx).digest
+    assert builder_fingerprint("mgretrieval", ctx.with_overrides(mg_max_rounds=9)).digest == built  # question time
+    assert builder_fingerprint("mgretrieval", ctx.with_overrides(mg_keywords_per_memory=3)).digest != built  # ingest
+
+
+def test_method_settings_modules_only_declare_settings() -> None:
+    """What lets a builder's fingerprint leave its settings module's text out: nothing there but imports and the
+    settings classes (a function or a constant there could change a build without changing a value)."""
+    folders = [p for p in (ROOT / "graphs").iterdir() if (p / "settings.py").is_file()]
+    assert len(folders) >= 5
+    for folder in folders:
+        tree = ast.parse((folder / "settings.py").read_text())
+        for i, node in enumerate(tree.body):
+            docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            assert docstring or isinstance(node, ast.Import | ast.ImportFrom | ast.ClassDef), (
+                f"graphs/{folder.name}/settings.py line {node.lineno}: only imports and settings classes belong here")
+        assert is_method_settings(f"recollect.graphs.{folder.name}.settings")
 
 
 # --------------------------------------------------------------------------------------------- text-free rows
