@@ -14,7 +14,12 @@ import pytest
 from recollect.eval import fingerprint as fpmod
 from recollect.eval import ledger_run
 from recollect.eval.estimate import parse_duration
-from recollect.eval.fingerprint import builder_fingerprint, graph_fingerprint, is_method_settings, module_closure
+from recollect.eval.fingerprint import (
+    builder_fingerprint,
+    graph_fingerprint,
+    is_method_settings,
+    module_closure,
+)
 from recollect.eval.ledger import (
     BUILD_FIELDS,
     BUILDS_NAME,
