@@ -7,9 +7,9 @@ fused: the question's whole conversation ranked at once, no model call (issue 35
 `--memory` is a data directory whose namespaces `locomo-<conversation>` hold the conversation's turns (any
 builder's eval memory: every builder writes the shared `turns` collection). The questions are the decisive
 eval's: both dev conversations, categories 1-4, the stratified sample of 120 with seed 0; those without gold
-turns are left out. The ranking is MGRetrieval's (`graphs/mgretrieval/turns.py`: exact cosine over the stored
-turn vectors; `hybrid` fuses it with the shared turn corpus's BM25 ranking), so a dense round or the dense
-fill of `mg_dense_fill` turns picks what this counts. The report holds ids and numbers only (the LoCoMo text
+turns are left out. The ranking is `recollect.memory.turn_ranking`'s (exact cosine over the stored turn
+vectors; `hybrid` fuses it with the shared turn corpus's BM25 ranking), so MGRetrieval's dense rounds and
+fill and HyMem's turn ranking pick what this counts. The report holds ids and numbers only (the LoCoMo text
 is read at run time and never written).
 """
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from recollect.eval.questions import build_question_set, stratified_sample  # noqa: E402
-from recollect.graphs.mgretrieval.turns import TurnRanking, top_by_similarity  # noqa: E402
+from recollect.memory.turn_ranking import TurnRanking, top_by_similarity  # noqa: E402
 from recollect.memory.workspace import Workspace  # noqa: E402
 
 DEPTHS = (10, 20, 30)

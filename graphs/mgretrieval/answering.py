@@ -17,11 +17,11 @@ from recollect.answer_rewrite import memory_line, memory_lines, rewrite_answer
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.graphs.mgretrieval.settings import MGRetrievalContext
 from recollect.graphs.mgretrieval.state import MGRetrievalState, RoundEntry
-from recollect.graphs.mgretrieval.turns import top_by_similarity
 from recollect.graphs.mgretrieval.vocabulary import METHOD
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
+from recollect.memory.turn_ranking import top_by_similarity
 from recollect.memory.workspace import Workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO, grounded_in, grounded_supports, is_no_info, messages, workspace

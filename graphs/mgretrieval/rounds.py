@@ -18,16 +18,10 @@ from recollect.answer_rewrite import memory_line, memory_lines
 from recollect.budget import pack
 from recollect.graphs.mgretrieval.settings import MGRetrievalContext
 from recollect.graphs.mgretrieval.state import MGRetrievalState, RoundEntry
-from recollect.graphs.mgretrieval.turns import (
-    dense_turns,
-    memory_item,
-    relevance,
-    session_dates,
-    top_by_similarity,
-    turn_order,
-)
+from recollect.graphs.mgretrieval.turns import dense_turns, memory_item, session_dates, turn_order
 from recollect.graphs.mgretrieval.vocabulary import METHOD
 from recollect.llm.usage import estimate_tokens
+from recollect.memory.turn_ranking import relevance, top_by_similarity
 from recollect.prompts import load_prompt
 from recollect.steps import workspace
 from recollect.trace import emit

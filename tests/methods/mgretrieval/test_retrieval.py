@@ -18,9 +18,9 @@ import pytest
 
 from recollect.graphs.mgretrieval.graph import graph
 from recollect.graphs.mgretrieval.metrics import round_kinds
-from recollect.graphs.mgretrieval.turns import top_by_similarity
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import ScriptedChatModel
+from recollect.memory.turn_ranking import top_by_similarity
 from recollect.memory.workspace import open_workspace
 from recollect.steps import NO_INFO
 from tests.helpers import run_graph

@@ -16,9 +16,10 @@ from recollect.answer_rewrite import memory_line
 from recollect.graphs.mgretrieval.answering import AssessReply
 from recollect.graphs.mgretrieval.graph import AUX_LLM_NODES, graph
 from recollect.graphs.mgretrieval.metrics import round_kinds
-from recollect.graphs.mgretrieval.turns import memory_item, session_dates, similarities
+from recollect.graphs.mgretrieval.turns import memory_item, session_dates
 from recollect.graphs.registry import AllMethodsContext, method_eval_fields
 from recollect.llm.usage import estimate_tokens
+from recollect.memory.turn_ranking import similarities
 from recollect.memory.workspace import open_workspace
 from recollect.prompts import load_prompt
 from recollect.runner import ask as run_ask
