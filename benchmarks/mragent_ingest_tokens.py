@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_dialogue.json"
 # The settings compared: the default and the model-written sentences it replaced, each cue source and format.
 RUNS: dict[str, dict[str, Any]] = {
+    "turn sentences, tags and dates by the model": {"mra_turn_labels": "llm"},
     "compact, sentences llm, cues lexical": {"mra_ingest_sentences": "llm"},
     "compact, sentences llm, cues llm": {"mra_ingest_sentences": "llm", "mra_ingest_cues": "llm"},
     "compact_merged": {"mra_ingest_format": "compact_merged"},
@@ -109,6 +110,8 @@ def plausible_reply(messages: list[Any], kwargs: dict[str, Any]) -> Any:
     facts = [[_number(ref), spk, aspect, fact] for ref, spk, aspect, fact in _facts(turns)]
     if title == "RewriteTurns":  # a row per turn in order, [tag, [topic numbers]]; no turn is dated here
         return {"topics": TOPICS, "turns": [[_tag(t), [1]] for _, _, t in turns], "times": [], "facts": facts}
+    if title == "RewriteTopics":  # mra_turn_labels="derived": a row per turn in order, [topic numbers]
+        return {"topics": TOPICS, "turns": [[1] for _ in turns], "facts": facts}
     if title in ("RewriteCompact", "RewriteMerged"):  # [turn number, sentence, tag, [topic numbers], date(, cues)]
         merged = title == "RewriteMerged"
         rows = []
@@ -158,7 +161,7 @@ def digests(calls: list[dict[str, Any]]) -> list[str]:
 def measure(runs: dict[str, dict[str, Any]] | None = None, conversation: Any = None) -> dict[str, Any]:
     """Per run: calls, and per session the completion caps and estimated completion tokens of its calls."""
     out: dict[str, Any] = {}
-    for label, settings in (runs or {"default (sentences turn)": {}, **RUNS}).items():
+    for label, settings in (runs or {"default (turn sentences, derived tags and dates)": {}, **RUNS}).items():
         calls = record(settings, conversation=conversation)
         sessions: list[dict[str, Any]] = []
         last_date = None
@@ -210,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
 
         conv = load_conversation(args.data, args.conv)
         conv = replace(conv, sessions=conv.sessions[: args.sessions])
-        result = measure({"default (sentences turn)": {}, **{k: RUNS[k] for k in list(RUNS)[:2]}}, conv)
+        result = measure({"default (turn sentences, derived tags and dates)": {}, **{k: RUNS[k] for k in list(RUNS)[:3]}},
+                         conv)
         command += f" --data {Path(args.data).name} --conv {args.conv} --sessions {args.sessions}"
     else:
         result = measure()

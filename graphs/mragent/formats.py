@@ -25,6 +25,8 @@ from recollect.llm.lenient import StrList, Text, as_text
 # that answers in the other shape still parses, and everything downstream reads one structure.
 # `mra_ingest_sentences="turn"` (compact only) replaces call A by `TURNS_FORMAT`: one row per turn with no
 # sentence (prompt rewrite_turns.md); each turn's own text is then its event's sentence (validation.py).
+# With `mra_turn_labels="derived"` (`TOPICS_FORMAT`, prompt rewrite_topics.md) a row is only the turn's topic
+# numbers: its tag is its first topic and its date the day its text names (validation.py).
 
 SENTENCE_FIELDS = ("origin", "text", "tag", "topics", "time", "cues")  # the compact sentence array
 FACT_FIELDS = ("origin", "person", "aspect", "text")  # the compact personal-fact array
@@ -175,8 +177,11 @@ class TurnRewriteReply(RewriteReply):
 
     @staticmethod
     def _placed(row: Any, number: int) -> Any:
-        """A row without its turn number ([tag, topics], or a keyed row with no origin) → the keyed row of
-        turn `number`; a row that names its turn is left to `_sentence_items`."""
+        """A row without its turn number ([tag, topics], [topic numbers] of `mra_turn_labels="derived"`, or a
+        keyed row with no origin) → the keyed row of turn `number`; a row that names its turn is left to
+        `_sentence_items`."""
+        if isinstance(row, list | tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in row):
+            return {"origin": str(number), "topics": list(row)}
         if isinstance(row, list | tuple) and len(row) <= len(TURN_ROW_FIELDS):
             return {"origin": str(number), **_positional(row, TURN_ROW_FIELDS)}
         if isinstance(row, dict) and not row.get("origin"):
@@ -284,33 +289,34 @@ def turn_times_cap(n_turns: int) -> int:
     return _one_per(n_turns, TURNS_PER_TIME)
 
 
-def turn_rewrite_schema(first: int, last: int) -> dict[str, Any]:
+def turn_rewrite_schema(first: int, last: int, derived: bool = False) -> dict[str, Any]:
     """The JSON schema call A sends with `mra_ingest_sentences="turn"` for the window of turns `first..last`
     (their numbers in the session): the session's topics; exactly one row per turn, in order, [tag, topic
     numbers]; the turns that speak of a day, [turn number, date]; a few short facts. Every list is bounded by
-    the window (see `TURN_TOPICS`, `TURNS_PER_TIME`)."""
+    the window (see `TURN_TOPICS`, `TURNS_PER_TIME`). `derived` (`mra_turn_labels`): a row is only the turn's
+    one or two topic numbers, and there are no `times` (validation derives both tag and date)."""
     n = last - first + 1
     turn_number = {"type": "integer", "minimum": first, "maximum": last}
-    row = _row_schema(_text_schema(CAP_TAG), _list_schema({"type": "integer", "minimum": 1, "maximum": TURN_TOPICS}, 2))
+    topic_numbers = _list_schema({"type": "integer", "minimum": 1, "maximum": TURN_TOPICS}, 2)
+    row = {**topic_numbers, "minItems": 1} if derived else _row_schema(_text_schema(CAP_TAG), topic_numbers)
     day = _row_schema(turn_number, {"type": "string", "pattern": DAY_PATTERN})
     fact = _row_schema(turn_number, _text_schema(CAP_PERSON), _text_schema(CAP_TAG), _text_schema(TURN_FACT_CHARS))
-    return {
-        "title": "RewriteTurns",
-        "type": "object",
-        "properties": {
-            "topics": _list_schema(_text_schema(CAP_TOPIC), TURN_TOPICS),
-            "turns": {**_list_schema(row, n), "minItems": n},
-            "times": _list_schema(day, turn_times_cap(n)),
-            "facts": _list_schema(fact, turn_facts_cap(n)),
-        },
-        "required": ["topics", "turns", "times", "facts"],
+    properties = {
+        "topics": _list_schema(_text_schema(CAP_TOPIC), TURN_TOPICS),
+        "turns": {**_list_schema(row, n), "minItems": n},
+        "times": _list_schema(day, turn_times_cap(n)),
+        "facts": _list_schema(fact, turn_facts_cap(n)),
     }
+    if derived:
+        del properties["times"]
+    return {"title": "RewriteTopics" if derived else "RewriteTurns", "type": "object", "properties": properties,
+            "required": list(properties)}
 
 
 @lru_cache(maxsize=256)
-def turn_rewrite_reply(first: int, last: int) -> type[TurnRewriteReply]:
+def turn_rewrite_reply(first: int, last: int, derived: bool = False) -> type[TurnRewriteReply]:
     """`TurnRewriteReply` with the schema of the window `first..last` sent to the endpoint."""
-    schema = turn_rewrite_schema(first, last)
+    schema = turn_rewrite_schema(first, last, derived)
 
     def model_json_schema(cls: type[TurnRewriteReply], *args: Any, **kwargs: Any) -> dict[str, Any]:
         return schema

@@ -31,10 +31,11 @@ class IngestFormat:
     rewrite_cap: tuple[int, int, int]
     cue_cap: tuple[int, int, int]
     turn_sentences: bool = False  # call A writes no sentence: each turn's text is its one event's sentence
+    derived_labels: bool = False  # a turn row is its topic numbers only: tag and date are derived (validation)
 
     def rewrite_model(self, first: int, last: int) -> type[RewriteReply]:
         """Call A's reply model for the window of turns `first..last` (the turn rows are bounded by it)."""
-        return turn_rewrite_reply(first, last) if self.turn_sentences else self.rewrite_schema
+        return turn_rewrite_reply(first, last, self.derived_labels) if self.turn_sentences else self.rewrite_schema
 
 
 FORMATS = {
@@ -50,6 +51,9 @@ FORMATS = {
 # (about 10 tokens a row instead of a sentence's 30 to 50), the dated turns, and the topics and facts as before.
 TURNS_FORMAT = IngestFormat("rewrite_turns", TurnRewriteReply, "cues_compact", CompactCueReply, True, False,
                             (150, 45, 1600), (60, 45, 1600), turn_sentences=True)
+# `mra_turn_labels="derived"`: a row is the turn's topic numbers alone (about 4 tokens), no `times`
+TOPICS_FORMAT = IngestFormat("rewrite_topics", TurnRewriteReply, "cues_compact", CompactCueReply, True, False,
+                             (150, 25, 1600), (60, 45, 1600), turn_sentences=True, derived_labels=True)
 
 
 def turn_sentences(ctx: MRAgentContext) -> bool:
@@ -60,7 +64,9 @@ def turn_sentences(ctx: MRAgentContext) -> bool:
 
 def ingest_format(ctx: MRAgentContext) -> IngestFormat:
     """The prompts, schemas and caps of this context's ingestion calls."""
-    return TURNS_FORMAT if turn_sentences(ctx) else FORMATS[ctx.mra_ingest_format]
+    if turn_sentences(ctx):
+        return TOPICS_FORMAT if ctx.mra_turn_labels == "derived" else TURNS_FORMAT
+    return FORMATS[ctx.mra_ingest_format]
 
 
 def lexical_cues(ctx: MRAgentContext) -> bool:

@@ -79,8 +79,11 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
         if fmt.turn_sentences:
             payload_a["sentences"] = "turn"  # (its prompt differs too) never a reply that wrote the sentences
             payload_a["bounded"] = 2  # the window-bounded rows without numbers or dates: no reply of before
-            extra.update(max_facts=turn_facts_cap(len(window)), max_times=turn_times_cap(len(window)),
-                         first=window[0].index)
+            extra.update(max_facts=turn_facts_cap(len(window)), first=window[0].index)
+            if fmt.derived_labels:
+                payload_a["labels"] = "derived"  # rows of topic numbers only: never a reply with tags
+            else:
+                extra["max_times"] = turn_times_cap(len(window))
         msgs_a = [HumanMessage(content=render_prompt(METHOD, fmt.rewrite, date_time=session.date_time,
                                                      session_date=sdate or "unknown", turns=turns_text, **extra))]
         call_a = cached_structured_call(
@@ -97,7 +100,7 @@ def _build_session(namespace: str, session: Session, ctx: MRAgentContext, cache:
             built.fallback = True
             report.fallbacks.append(f"{where}: rewrite failed ({(call_a.error or '')[:120]}); one raw sentence per turn")
         res = validate_rewrite(reply_a, window, sdate, topic_next, session.index, turn_numbers,
-                               from_turns=fmt.turn_sentences)
+                               from_turns=fmt.turn_sentences, derived=fmt.derived_labels)
         report.fallbacks.extend(f"{where}: {n}" for n in res.notes)
         topic_next += len(res.topics)
 

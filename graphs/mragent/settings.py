@@ -68,6 +68,16 @@ class MRAgentSettings:
         "turn", "MRAgent: each event's sentence is its turn as '<speaker>: <text>' and call A writes only tags, "
                 "topics, dates and facts (turn), or call A rewrites every turn into sentences (llm, the spec); "
                 "compact format only; set at ingest", paper="llm")
+    # Issue 34 (with mra_ingest_sentences="turn"; "llm" = a tag per turn written by the model, as the spec's
+    # events have). In the decisive build of conv-26 (16 call-A replies, 306 rows, 405 generated tokens a
+    # session, 66.6 s) 134 tags only repeated a topic's title and about half named a speaker (made "Other"),
+    # and 75 of the 84 `times` rows gave the session date itself: the tag and date columns were most of the
+    # decode and carried little. "derived": a row is the turn's topic numbers only; its tag is its first
+    # topic's title and its date the day its own text names ("yesterday", "last Saturday", a written date:
+    # recollect.dates.spoken_day), else the session date. Changing it re-ingests (new cache keys and stamps).
+    mra_turn_labels: Literal["derived", "llm"] = setting(
+        "derived", "MRAgent: with turn sentences, a turn's tag is its first topic and its date the day its text "
+                   "names (derived), or call A writes a tag per turn and the dates (llm); set at ingest", paper="llm")
     # Improvement (spec: the navigate or forced answer is final): one more call rewrites the answer into a
     # short span with absolute dates, the rewrite MGRetrieval's spec ends with (app/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from recollect.dates import parse_day, spoken_day
 from recollect.dialogue.models import Turn
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES, fallback_cues
 from recollect.graphs.mragent.formats import CueReply, RewriteReply
@@ -37,6 +38,14 @@ def normalise_time(text: Any, session_date: str) -> str:
         a, b = sorted(found[:2])
         return date.fromordinal((a.toordinal() + b.toordinal()) // 2).isoformat()
     return found[0].isoformat()
+
+
+def derived_day(turn: Turn, session_date: str) -> str:
+    """The day a turn's own text names, said on its session's date (`recollect.dates.spoken_day`), as
+    YYYY-MM-DD; "" when it names none or the session has no date."""
+    ref = parse_day(session_date)
+    day = spoken_day(turn.full_text, ref) if ref else None
+    return day.isoformat() if day else ""
 
 
 @dataclass
@@ -102,7 +111,7 @@ def turn_days(reply: RewriteReply, by_id: dict[str, Turn], numbers: dict[str, st
 
 def validate_rewrite(
     reply: RewriteReply | None, window: list[Turn], sdate: str, topic_start: int, session_index: int,
-    numbers: dict[str, str] | None = None, from_turns: bool = False,
+    numbers: dict[str, str] | None = None, from_turns: bool = False, derived: bool = False,
 ) -> WindowResult:
     """Apply call A's validation: origins in the window, ids renormalised, times, tags, topics,
     and one fallback sentence for every turn the model left out.
@@ -110,7 +119,9 @@ def validate_rewrite(
     `numbers` (the compact formats) maps the turn numbers shown in the prompt to turn ids; an origin
     may then be a number or a turn id, and a topic reference a topic's number. `from_turns`
     (`mra_ingest_sentences="turn"`): the reply's rows carry no sentence; every turn is one event whose
-    sentence is `turn_sentence`, tagged by its first row (later rows for the same turn are dropped)."""
+    sentence is `turn_sentence`, tagged by its first row (later rows for the same turn are dropped).
+    `derived` (`mra_turn_labels`): a row's tag is its first topic's title and its date the day its turn's
+    text names (`derived_day`); a tag or date the reply writes anyway is not read."""
     res = WindowResult()
     by_id = {t.id: t for t in window}
     # A sentence without an origin may name its turn in its id (`D1:3-1`); an id shaped like the window's
@@ -144,12 +155,15 @@ def validate_rewrite(
             refs = s.topics if numbers is None else [t if t in topic_map else f"t{t}" for t in s.topics]
             topics = [topic_map[t] for t in refs if t in topic_map]
             tag = " ".join(s.tag.split()[:2])
+            if derived:
+                tag = " ".join(res.topics[topics[0]]["text"].split()) if topics else ""
             if from_turns and tag and all(w.casefold() in speakers for w in tag.split()):
                 # A speaker's name links every turn of theirs to every other: it counts as no tag, as an empty
                 # one does (no note: the event is built as asked, and a note would mark the session's build).
                 tag = ""
+            said = derived_day(by_id[origin], sdate) if derived else s.time or days.get(origin, "")
             produced[origin].append({"text": text, "tag": tag or OTHER_TAG,
-                                     "time": normalise_time(s.time or days.get(origin, ""), sdate),
+                                     "time": normalise_time(said, sdate),
                                      "topics": topics, "cues": s.cues})
         if invented:
             kind = "rows" if from_turns else "sentences"

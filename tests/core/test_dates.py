@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
+from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases, spoken_day
 from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
@@ -162,3 +162,29 @@ def test_the_replay_script_applies_the_graph_step_to_an_earlier_run(built: AllMe
     assert answer_dates_replay.main([str(old), "--data-dir", built.data_dir, "--check", str(new)]) == 0
     out = capsys.readouterr().out
     assert "| rag | 1 | 0.00 | 100.00 | 1 |" in out and "check: 1 of 1 answers equal the replay" in out
+
+
+@pytest.mark.parametrize(("text", "day"), [
+    ("I went yesterday", date(2023, 5, 7)),
+    ("the day before yesterday", date(2023, 5, 6)),
+    ("we met two weeks ago", date(2023, 4, 24)),
+    ("3 days ago, and yesterday too", date(2023, 5, 5)),  # the first phrase counts
+    ("last Saturday was fun", date(2023, 5, 6)),
+    ("see you next Monday", date(2023, 5, 15)),  # said on a Monday: the next one, not today
+    ("this weekend", date(2023, 5, 13)),
+    ("last weekend", date(2023, 5, 6)),
+    ("next week", date(2023, 5, 15)),
+    ("next month!", date(2023, 6, 15)),  # a month stands for its middle day
+    ("last year", date(2022, 7, 1)),
+    ("on 2023-04-01", date(2023, 4, 1)),
+    ("May 3, 2023 was a good day", date(2023, 5, 3)),
+    ("tonight", date(2023, 5, 8)),
+])
+def test_spoken_day_is_the_day_a_turn_speaks_of(text: str, day: date) -> None:
+    assert spoken_day(text, date(2023, 5, 8)) == day  # a Monday
+
+
+def test_spoken_day_is_none_without_a_definite_time() -> None:
+    assert spoken_day("a few days ago", date(2023, 5, 8)) is None
+    assert spoken_day("I love painting", date(2023, 5, 8)) is None
+    assert spoken_day("a few days ago, then last Friday", date(2023, 5, 8)) == date(2023, 5, 5)

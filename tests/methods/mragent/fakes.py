@@ -100,12 +100,17 @@ def compact_rewrite(content: dict[str, Any], merged: bool = False) -> dict[str, 
             "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
 
 
-def turn_rows(content: dict[str, Any]) -> dict[str, Any]:
+def turn_rows(content: dict[str, Any], derived: bool = False) -> dict[str, Any]:
     """The content as call A's reply with mra_ingest_sentences="turn": a row per turn in order, [tag, topics],
-    no sentence text (a dropped turn's row is the last row again), the dated turns under `times`."""
+    no sentence text (a dropped turn's row is the last row again), the dated turns under `times`; `derived`
+    (mra_turn_labels): a row is the topic numbers alone, and no `times`."""
     def number(ref: str) -> Any:
         return int(ref) if ref.isdigit() else ref
 
+    if derived:
+        rows = [[int(t) for t in topics] or [1] for _, _, _, topics, _, _ in content["sentences"]]
+        return {"topics": list(content["topics"]), "turns": rows + rows[-1:] * (content["n_turns"] - len(rows)),
+                "facts": [[number(ref), p, a, f] for ref, p, a, f in content["facts"]]}
     rows = [[tag, topics] for _, _, tag, topics, _, _ in content["sentences"]]
     return {"topics": list(content["topics"]),
             "turns": rows + rows[-1:] * (content["n_turns"] - len(rows)),
@@ -121,7 +126,7 @@ def rewrite_reply(prompt: str, tag_for: Callable[[str, str], str] | None = None,
     if _TURN.search(prompt):
         return json_rewrite(content)
     if prompt.startswith(TURN_PROMPT):
-        return turn_rows(content)
+        return turn_rows(content, derived='"turns": [[<topic numbers>]]' in prompt)
     return compact_rewrite(content, merged="each with its keywords" in prompt)
 
 

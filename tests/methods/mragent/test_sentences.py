@@ -36,9 +36,11 @@ CAPTION = "a grey cat on a sofa"  # the caption `fakes.ingest` gives D1:1
 
 
 def turn_ingest(data_dir: str, **kw: Any) -> tuple[AllMethodsContext, Any]:
-    """`fakes.ingest` with the defaults this file is about: the turns as sentences, lexical cues."""
+    """`fakes.ingest` with the defaults this file is about: the turns as sentences, lexical cues; the model's
+    own tags and dates (`mra_turn_labels="llm"`), unless a test asks for the derived ones."""
     kw.setdefault("mra_ingest_sentences", "turn")
     kw.setdefault("mra_ingest_cues", "lexical")
+    kw.setdefault("mra_turn_labels", "llm")
     return ingest(data_dir, **kw)
 
 
@@ -165,7 +167,8 @@ def test_the_llm_cue_call_reads_the_turn_sentences(data_dir: str) -> None:
 @pytest.mark.parametrize("label", sorted(BEFORE["runs"]))
 def test_the_llm_sentences_and_the_other_formats_send_the_requests_of_before(tmp_path: Path, label: str) -> None:
     """Every ingestion request (call A and B, messages, schema, caps) of the sample dialogue, as the commit
-    before the setting sent it: "llm", and json / compact_merged whatever the setting (they ignore it)."""
+    before the setting sent it: "llm", and json / compact_merged whatever the setting (they ignore it); the
+    model's own tags and dates (`mra_turn_labels="llm"`) as the commit before that setting (`commit_of`)."""
     from benchmarks.mragent_ingest_tokens import RUNS
 
     assert digests(record(RUNS[label], str(tmp_path))) == BEFORE["runs"][label]
@@ -244,3 +247,37 @@ def test_a_tag_that_only_names_a_speaker_becomes_other() -> None:
     res = validate_rewrite(reply, window, "2023-05-01", 1, 1, {str(t.index): t.id for t in window}, from_turns=True)
     assert [ev["tag"] for ev in res.events.values()] == ["Other", "Other", f"{speakers[0]} cat"]
     assert res.notes == []  # like an empty tag: nothing fell back
+
+
+# --- derived labels (mra_turn_labels="derived", the default) -------------------------------------------
+
+
+def test_derived_labels_rows_are_topic_numbers_and_tag_and_date_come_from_topic_and_text(data_dir: str) -> None:
+    model = ingest_model(time_for=lambda tid: "2020-01-01")  # a date the reply may not carry: never read
+    ctx, report = turn_ingest(data_dir, model=model, mra_turn_labels="derived")
+    assert AllMethodsContext().mra_turn_labels == "derived" and AllMethodsContext(profile="paper").mra_turn_labels == "llm"
+    call = model.calls[0]
+    n_first = len(SESSIONS[0])
+    schema = call["kwargs"]["response_format"]["schema"]
+    assert schema == turn_rewrite_schema(1, n_first, derived=True) and "times" not in schema["properties"]
+    assert schema["properties"]["turns"]["items"]["items"]["type"] == "integer"  # a row: topic numbers only
+    prompt = str(call["messages"][0].content)
+    assert "tag" not in prompt.split("Session date:")[0] and "times" not in prompt.split("Session date:")[0]
+    assert not report.fallbacks
+    g = graph(data_dir)
+    first = g.events["D1:1-1"]  # "I adopted a grey cat named Pixel yesterday." said on 2023-05-01
+    assert (first["tag"], first["time"], first["topics"]) == ("daily life", "2023-04-30", ["D1:t1"])
+    assert g.events["D1:2-1"]["time"] == "2023-05-01"  # names no day: the session date
+    assert {e["tag"] for e in g.events.values()} == {"daily life"}
+    assert g.timeline["2023-04-30"] == ["D1:1-1"]
+
+
+def test_derived_labels_read_rows_of_numbers_and_drop_a_topic_named_only_by_a_speaker() -> None:
+    conv = make_conversation([SESSIONS[0][:3]])
+    window = list(conv.sessions[0].turns)
+    reply = turn_rewrite_reply(1, 3, True).model_validate(
+        {"topics": ["Ann", "grey cat adoption"], "turns": [[2], [1, 2], []], "facts": []})
+    res = validate_rewrite(reply, window, "2023-05-01", 1, 1, {str(t.index): t.id for t in window},
+                           from_turns=True, derived=True)
+    assert [ev["topics"] for ev in res.events.values()] == [["D1:t2"], ["D1:t1", "D1:t2"], []]
+    assert [ev["tag"] for ev in res.events.values()] == ["grey cat adoption", "Other", "Other"]
