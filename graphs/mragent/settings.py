@@ -74,7 +74,7 @@ class MRAgentSettings:
     # and 75 of the 84 `times` rows gave the session date itself: the tag and date columns were most of the
     # decode and carried little. "derived": a row is the turn's topic numbers only; its tag is its first
     # topic's title and its date the day its own text names ("yesterday", "last Saturday", a written date:
-    # recollect.dates.spoken_day), else the session date. Changing it re-ingests (new cache keys and stamps).
+    # recollect.spoken_days.spoken_day), else the session date. Changing it re-ingests (new cache keys and stamps).
     mra_turn_labels: Literal["derived", "llm"] = setting(
         "derived", "MRAgent: with turn sentences, a turn's tag is its first topic and its date the day its text "
                    "names (derived), or call A writes a tag per turn and the dates (llm); set at ingest", paper="llm")

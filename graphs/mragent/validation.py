@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from recollect.dates import parse_day, spoken_day
+from recollect.dates import parse_day
 from recollect.dialogue.models import Turn
 from recollect.graphs.mragent.cues import FALLBACK_CUES, MAX_CUES, fallback_cues
 from recollect.graphs.mragent.formats import CueReply, RewriteReply
 from recollect.graphs.mragent.layout import OTHER_TAG, event_id, id_turn, topic_id, turn_shapes
+from recollect.spoken_days import spoken_day
 
 _ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
 
@@ -41,7 +42,7 @@ def normalise_time(text: Any, session_date: str) -> str:
 
 
 def derived_day(turn: Turn, session_date: str) -> str:
-    """The day a turn's own text names, said on its session's date (`recollect.dates.spoken_day`), as
+    """The day a turn's own text names, said on its session's date (`recollect.spoken_days.spoken_day`), as
     YYYY-MM-DD; "" when it names none or the session has no date."""
     ref = parse_day(session_date)
     day = spoken_day(turn.full_text, ref) if ref else None

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases, spoken_day
+from recollect.dates import DatedTurn, absolute_dates, parse_day, pick_reference, relative_phrases
 from recollect.graphs.registry import AllMethodsContext, load_graph
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import scripted
+from recollect.spoken_days import spoken_day
 from tests.helpers import make_conversation, run_graph
 
 REF = date(2023, 5, 25)  # a Thursday
