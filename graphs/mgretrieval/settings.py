@@ -56,8 +56,11 @@ class MGRetrievalSettings:
     mg_assess_grounding: bool = setting(
         True, "MGRetrieval: accept 'sufficient' only when the draft answer is found in the memories shown "
               "(H and this round's new ones); a 'no information' draft is never sufficient (false = spec)", paper=False)
+    # 20 since 2026-11-27 (issue 35; 10 before): with the fused turn ranking below, on the decisive eval's 25
+    # questions the gold turns shown went 45 -> 54 % (rag 54 % on the same 31 questions), F1 -3.3 [-14.4, +6.7]
+    # (benchmarks/reports/eval_decisive/mgretrieval_fill20.md); a narrow group's round showed 10 turns, rag 22.
     mg_dense_fill: int = setting(
-        10, "MGRetrieval: top a keyword group with fewer new memories up to this many with the question's "
+        20, "MGRetrieval: top a keyword group with fewer new memories up to this many with the question's "
             "nearest unmasked turns, within mg_max_new_per_round (0 = spec)", ge=0, paper=0)
     mg_exhausted_fallback: Literal["dense", "stop"] = setting(
         "dense", "MGRetrieval: when the pyramid runs out before the round budget, go on with rounds of the "
@@ -65,7 +68,8 @@ class MGRetrievalSettings:
     # Issue 35: the decisive rows' funnel showed a round's cut (per-round cap, dense fill, prompt budget)
     # as where MGRetrieval falls below rag. Offline, over the decisive sample's 119 questions with gold
     # turns and the built memory, the question's 20 first turns by cosine held 53.6 % of the gold turns,
-    # by cosine + BM25 rank fusion 64.5 % (benchmarks/reports/turn_ranking).
+    # by cosine + BM25 rank fusion 64.5 % (benchmarks/reports/turn_ranking). On the model, alone (fill 10):
+    # shown 45 -> 46 %, F1 -5.3 [-16.9, +4.4] on 25 questions; with a fill of 20, above.
     mg_turn_ranking: Literal["cosine", "hybrid"] = setting(
         "hybrid", "MGRetrieval: rank a round's candidate turns (per-round cap, dense fill and rounds, prompt "
                   "budget cut) by cosine to the question (cosine = spec) or by cosine and BM25 ranks fused "

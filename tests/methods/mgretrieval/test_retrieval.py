@@ -72,7 +72,7 @@ def kept_part(prompt: str) -> list[str]:
 def test_defaults_and_spec_values_are_one_value_apart() -> None:
     ctx = AllMethodsContext()
     assert (ctx.mg_assess_grounding, ctx.mg_dense_fill, ctx.mg_exhausted_fallback, ctx.mg_keep_critical_when_none,
-            ctx.mg_rewrite_keep_draft) == (True, 10, "dense", True, True)
+            ctx.mg_rewrite_keep_draft, ctx.mg_turn_ranking) == (True, 20, "dense", True, True, "hybrid")
     assert all(getattr(ctx, k) != v for k, v in SPEC.items())
 
 
