@@ -70,6 +70,8 @@ def scripted_model() -> Any:
                                   for n, s, t in _TURN.findall(text)]}
         if title == "RewriteTurns":  # mra_ingest_sentences="turn": [turn number, tag, [topics], date]
             return {"topics": ["chat"], "facts": [], "turns": [[int(n), "chat", [1], ""] for n, _, _ in _TURN.findall(text)]}
+        if title == "RewriteTopics":  # mra_turn_labels="derived": [topic numbers] per turn; tag = the topic
+            return {"topics": ["chat"], "facts": [], "turns": [[1] for _ in _TURN.findall(text)]}
         if title == "CuesCompact":  # [sentence number, cue, ...]
             return {"cues": [[n, *_cues(t)] for n, t in _SENT.findall(text)]}
         if text.startswith("Rewrite this conversation"):

@@ -391,7 +391,8 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
        # No layout setting: successive rounds show different memories (each round's new ones were never
        # shown, the kept ones are the model's pick), so there is little to share beyond what the
        # static-first prompt already shares (graphs/mgretrieval/README.md, "Prompt layout").
-       "mgretrieval": {}}
+       # (mg_turn_ranking and mg_dense_fill: issue 35 changed what a round shows, not how its prompt is laid out)
+       "mgretrieval": {"mg_turn_ranking": "cosine", "mg_dense_fill": 10}}
 LAYOUT_ONLY = {"memr3": {"memr3_skip_forced_router": False}, "mragent": {"mra_rewrite_skip_words": 0}}
 # The runs of each graph's report rows: off, layout only (when a graph also drops calls), on (the defaults).
 ROWS = {"memr3": ("off", "layout_only", "on"), "mragent": ("off", "layout_only", "on"), "hymem": ("off", "on"),
