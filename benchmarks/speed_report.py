@@ -1,6 +1,6 @@
 """Where each graph's seconds go, per question and per built session: one run, one machine, six graphs.
 
-    python benchmarks/speed_report.py [--data locomo_dev.json] [--questions 20] [--build-sessions 2]
+    python benchmarks/speed_report.py [--data locomo_dev.json] [--per-conversation 10] [--build-sessions 2]
                                       [--out benchmarks/reports/speed] [--work runs/speed_report]
 
 Three steps (`--steps`), one after the other in their own processes (never two model jobs side by side on 2 cores):
@@ -9,10 +9,10 @@ Three steps (`--steps`), one after the other in their own processes (never two m
 2. memory construction by the three model-calling builders (hymem, mragent, mgretrieval) on the first
    `--build-sessions` sessions of conv-26, in a fresh data directory (no cached reply): seconds per session,
    calls, tokens and the server's prefill/decode seconds;
-3. `--questions` questions of both dev conversations (`--conversations`; categories 1-4, the stratified
-   sample with seed 0; with both conversations a subset of the decisive eval's 120) with all six graphs,
-   every row computed now (a fresh rows folder; the memory of the whole conversations comes from the eval
-   cache, built first if missing).
+3. the first `--per-conversation` questions of each dev conversation (`--conversations`) in the decisive
+   eval's sample (categories 1-4, stratified, `--sample` 120, seed 0: `recollect eval --limit` is taken after
+   the sample) with all six graphs, every row computed now (a fresh rows folder; the memory of the whole
+   conversations comes from the eval cache, built first if missing).
 
 Per graph, the means per question: seconds; prompt tokens computed (prompt minus those the server's cache
 served); and the seconds split into prefill and decode (the server's own timings), the rest of the model
@@ -76,12 +76,14 @@ def build(a: argparse.Namespace, work: Path, log: Path) -> None:
 
 
 def questions(a: argparse.Namespace, work: Path, log: Path) -> None:
-    print(f"questions: {a.questions} x {len(a.graphs)} graphs, every row computed now", flush=True)
+    print(f"questions: {a.per_conversation} per conversation x {len(a.graphs)} graphs, every row computed now",
+          flush=True)
     shutil.rmtree(work / "rows", ignore_errors=True)
     shutil.rmtree(work / "questions", ignore_errors=True)
     run_python(["-m", "recollect.cli", "eval", "--data", a.data, "--methods", ",".join(a.graphs),
-             "--conversations", *a.conversations, "--categories", "1,2,3,4", "--sample", str(a.questions),
-             "--seed", "0", "--judge", "none", "--rows", str(work / "rows"), "--out", str(work / "questions"),
+             "--conversations", *a.conversations, "--categories", "1,2,3,4", "--sample", str(a.sample),
+             "--seed", "0", "--limit", str(a.per_conversation), "--judge", "none", "--rows", str(work / "rows"),
+             "--out", str(work / "questions"),
              *settings_args(a)], log)
 
 
@@ -174,8 +176,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"Made by `{rep['command']}` on {rep['date']}, {rep['machine']['cores']} cores ({rep['machine']['cpu']}); "
         f"the server's limits in this run: prefill {lim.get('prefill_tps', '?')} tok/s, decode "
         f"{lim.get('decode_tps', '?')} tok/s.",
-        f"{rep['questions']} questions of {', '.join(rep['conversations'])} (categories 1-4, stratified, seed 0, "
-        "with both dev conversations a subset of the decisive eval's), every row computed in this run; no judge.", "",
+        f"{rep['questions']} questions of {', '.join(rep['conversations'])}: the first of each conversation in the "
+        "decisive eval's sample (categories 1-4, stratified, seed 0), every row computed in this run; no judge.", "",
         "Means per question. `computed` = prompt tokens the model computed (the rest came from its prompt cache). "
         "Seconds split into the server's own prefill and decode timings, the rest of each model call (HTTP, "
         "grammar, queueing), retrieval (query embedding, vector search, BM25, fusion) and everything else.", "",
@@ -215,7 +217,10 @@ def write(rep: dict[str, Any], work: Path, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
-    ap.add_argument("--questions", type=int, default=20)
+    ap.add_argument("--per-conversation", type=int, default=10,
+                    help="the first N questions of each conversation in the sample")
+    ap.add_argument("--sample", type=int, default=120, help="the stratified sample (seed 0) they come from: the "
+                    "decisive eval's, so the rows at default settings are rows of that eval too")
     ap.add_argument("--build-sessions", type=int, default=2)
     ap.add_argument("--graphs", default=",".join(GRAPHS))
     ap.add_argument("--conversations", default=",".join(CONVERSATIONS),
@@ -236,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--builders: choose among {', '.join(BUILDERS)}")
     if not a.steps or set(a.steps) - set(STEPS):
         ap.error(f"--steps: choose among {', '.join(STEPS)}")
-    if a.questions < 1 or a.build_sessions < 1:
-        ap.error("--questions and --build-sessions must be at least 1")
+    if min(a.per_conversation, a.sample, a.build_sessions) < 1:
+        ap.error("--per-conversation, --sample and --build-sessions must be at least 1")
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     if not a.report_only:

@@ -83,7 +83,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--methods", nargs="+", metavar="M", help="comma/space separated (default: all available)")
     s.add_argument("--conversations", nargs="+", metavar="ID", help="sample ids, e.g. conv-26 (default: all)")
     s.add_argument("--categories", nargs="+", metavar="C", help="category numbers (default: 1,2,3,4)")
-    s.add_argument("--limit", type=int, help="first N selected questions per conversation (smoke runs)")
+    s.add_argument("--limit", type=int, help="first N selected questions per conversation (smoke runs; taken "
+                   "after --sample, so the run is part of the sampled one)")
     s.add_argument("--sample", type=int, help="a stratified sample of N of the selected questions, in proportion "
                                              "to their categories (fixed by --seed)")
     s.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")

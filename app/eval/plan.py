@@ -141,23 +141,25 @@ def plan_run(
     unknown = [c for c in wanted if c not in ids]
     if unknown:
         raise EvalError(f"unknown conversation {unknown[0]!r} in {path.name} (available: {', '.join(ids)})")
-    # The limit is applied here rather than in build_question_set so it counts answerable questions.
+    # The limit is applied here rather than in build_question_set so it counts answerable questions, and
+    # after the sample, so a limited run is the head of each conversation's share of the sampled one (its
+    # rows are rows of the bigger run).
     qset = build_question_set(convs, cats, dedupe=dedupe, include_adversarial=include_adversarial,
                               conversations=wanted)
     by_id = {c.id: _restrict_sessions(c, max_sessions) for c in convs if c.id in wanted}
+    answerable = [q for q in qset.questions
+                  if max_sessions is None or _answerable_in(q, by_id[q.sample_id])]
+    if sample is not None:
+        if sample < 1:
+            raise EvalError(f"--sample must be at least 1, got {sample}")
+        answerable = stratified_sample(answerable, sample, seed)
     questions: list[Question] = []
     taken: dict[str, int] = {}
-    for q in qset.questions:
-        if max_sessions is not None and not _answerable_in(q, by_id[q.sample_id]):
-            continue
+    for q in answerable:
         if limit is not None and taken.get(q.sample_id, 0) >= limit:
             continue
         taken[q.sample_id] = taken.get(q.sample_id, 0) + 1
         questions.append(q)
-    if sample is not None:
-        if sample < 1:
-            raise EvalError(f"--sample must be at least 1, got {sample}")
-        questions = stratified_sample(questions, sample, seed)
     if not questions:
         raise EvalError("the selection holds no questions (check --conversations, --categories, --max-sessions)")
     sha = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -73,3 +73,19 @@ def test_a_sampled_run_reports_intervals_plot_and_provenance(tmp_path: Path) -> 
     md = (out / "summary.md").read_text()
     assert "## Intervals" in md and "rows by the code and settings that made them" in md
     assert (out / "accuracy_vs_seconds.png").stat().st_size > 0
+
+
+def test_a_limit_takes_the_head_of_each_conversation_in_the_sample(tmp_path: Path) -> None:
+    from recollect.eval.plan import plan_run
+    from tests.eval.test_eval_runner import FIXTURE
+
+    first = json.loads(FIXTURE.read_text())[0]
+    second = {**json.loads(json.dumps(first)), "sample_id": "conv-e2"}
+    data = tmp_path / "two.json"
+    data.write_text(json.dumps([first, second]), encoding="utf-8")
+    whole = plan_run(data, methods=["rag"], sample=6, seed=0).questions
+    head = plan_run(data, methods=["rag"], sample=6, seed=0, limit=2).questions
+    assert len(whole) == 6 and {q.sample_id for q in whole} == {"conv-e1", "conv-e2"}
+    # the speed report's questions are rows of the decisive run: the first N of each conversation's share
+    assert [q.id for q in head] == [q.id for c in ("conv-e1", "conv-e2")
+                                    for q in [x for x in whole if x.sample_id == c][:2]]
