@@ -40,8 +40,11 @@ def router_messages(ctx: MemR3Context, directive: str, values: dict[str, str]) -
         system = render_prompt(P, "router_system", directive=directive)
         return messages(system, render_prompt(P, "router_user", **values))
     head = render_prompt(P, "head", question=values["question"], snippets=values["snippets"])
+    # The question again right before the reply: the paper's prompts end with it, and the small model answers
+    # what it read last; these few tokens come after the shared prefix, so they cost nothing in reuse.
     task = render_prompt(P, "router_task", directive=directive, evidence=values["evidence"], gaps=values["gaps"],
-                         reasoning=values["reasoning"], prior_query=values["prior_query"])
+                         reasoning=values["reasoning"], prior_query=values["prior_query"],
+                         question=values["question"])
     return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")
 
 
@@ -61,7 +64,7 @@ def answer_messages(ctx: MemR3Context, values: dict[str, str], shown: list[tuple
             return messages(None, render_prompt(P, "answer", **values))
         turns = "\n".join(t for _, t in shown) or "(none)"
         return messages(None, render_prompt(P, "answer_turns", turns=turns, **values))
-    task_values = {"evidence": values["evidence"], "draft": values["draft"]}
+    task_values = {"evidence": values["evidence"], "draft": values["draft"], "question": values["question"]}
     if shown is None:
         head = render_prompt(P, "head_question", question=values["question"])
         return messages(load_prompt(P, "frame"), f"{head}\n\n" + render_prompt(P, "answer_notes_task", **task_values))

@@ -90,3 +90,17 @@ def test_the_paper_profile_keeps_the_papers_calls_and_prompts(ctx: AllMethodsCon
     run_graph(graph, with_model(paper, model), "ns", Q)
     assert len(router_calls(model)) == 5
     assert all(c["messages"][0].content.startswith("You control memory retrieval") for c in router_calls(model))
+
+
+def test_each_task_ends_with_the_question_after_the_shared_prefix(ctx: AllMethodsContext) -> None:
+    # The paper's prompts end with the question; the prefix layout states it first and again right before the
+    # reply, after the part the calls share, so the repeat costs no reuse.
+    _, model = run(ctx, [route("answer", evidence=["[D1:1] Ann adopted Pixel"], detailed_answer="Pixel"), ANSWER])
+    router_call, answer_call = model.calls
+    shared = common_prefix(text(router_call), text(answer_call))
+    for call in (router_call, answer_call):
+        body = text(call)
+        tail = body[body.rindex(Q):]
+        assert body.count(Q) == 2 and "Reply with one JSON object only" in tail
+        assert not TURN_LINE.search(tail) and "Evidence so far" not in tail and "Notes (" not in tail
+        assert body.rindex(Q) > len(shared)
