@@ -96,7 +96,7 @@ def table(rows_dir: Path, graphs: Sequence[str]) -> dict[str, Any]:
         mine = [r for r in chosen if r["method"] == system and r["question_id"] in rag_ids]
         if not mine:
             continue
-        builder = "turns" if system == "full_context" else METHODS[system].memory if system in METHODS else system
+        builder = "turns" if system == "full_context" else METHODS[system].memory_name if system in METHODS else system
         out[system] = {
             "questions": len(mine),
             "f1": bootstrap_mean([float(r["locomo_f1"] or 0.0) for r in mine]),

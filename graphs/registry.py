@@ -1,56 +1,38 @@
 """Every method recollect knows, registered once by name.
 
-The runner, ingestion, the eval, the CLI and the server look methods up here; each entry names its
-graph, the context class that is its LangGraph `context_schema`, the memory builder whose structures
-it reads, and how many graph steps a run may take. Targets are "module:attribute" strings, imported
-on first use, so asking one method never imports another's code.
+The runner, ingestion, the eval, the CLI and the server look methods up here. Each method's contract is one
+typed `MethodSpec` in its folder's `spec.py` (`recollect.graphs.spec`): its graph, the context class that is
+its LangGraph `context_schema`, the memory builder whose structures it reads, its step limit, its own eval
+columns and auxiliary-model nodes. Specs name code by `Ref`, imported on first use, so asking one method never
+imports another's graph. Adding a method: its folder with a `spec.py`, and one line in `SPECS` below.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from recollect.graphs.baselines.settings import BaselineSettings
+from recollect.graphs.baselines.spec import FULL_CONTEXT, RAG
 from recollect.graphs.hymem.settings import HyMemSettings
+from recollect.graphs.hymem.spec import SPEC as HYMEM
 from recollect.graphs.memr3.settings import MemR3Settings
+from recollect.graphs.memr3.spec import SPEC as MEMR3
 from recollect.graphs.mgretrieval.settings import MGRetrievalSettings
+from recollect.graphs.mgretrieval.spec import SPEC as MGRETRIEVAL
 from recollect.graphs.mragent.settings import MRAgentSettings
+from recollect.graphs.mragent.spec import SPEC as MRAGENT
+from recollect.graphs.spec import BuildMemory, MemorySpec, MethodSpec
 from recollect.memory.chunks import ChunkSettings
 from recollect.settings import Context
 
+SPECS: tuple[MethodSpec, ...] = (MEMR3, RAG, FULL_CONTEXT, MRAGENT, HYMEM, MGRETRIEVAL)
 
-@dataclass(frozen=True)
-class Method:
-    graph: str  # "module:attribute" of the compiled graph
-    context: str  # "module:Class" of its context schema
-    memory: str | None  # the builder (a key of BUILDERS) whose memory it reads; None = the turns alone
-
-
-METHODS: dict[str, Method] = {
-    "memr3": Method("recollect.graphs.memr3.graph:graph", "recollect.graphs.memr3.settings:MemR3Context", "memr3"),
-    "rag": Method("recollect.graphs.baselines.graph:rag", "recollect.graphs.baselines.settings:BaselineContext",
-                  "memr3"),
-    "full_context": Method("recollect.graphs.baselines.graph:full_context",
-                           "recollect.graphs.baselines.settings:BaselineContext", None),
-    "mragent": Method("recollect.graphs.mragent.graph:graph", "recollect.graphs.mragent.settings:MRAgentContext",
-                      "mragent"),
-    "hymem": Method("recollect.graphs.hymem.graph:graph", "recollect.graphs.hymem.settings:HyMemContext", "hymem"),
-    "mgretrieval": Method("recollect.graphs.mgretrieval.graph:graph",
-                          "recollect.graphs.mgretrieval.settings:MGRetrievalContext", "mgretrieval"),
-}
-
-# Memory builders by name: build(ws, namespace, conversation, ctx, progress) -> BuildReport.
-BUILDERS: dict[str, str] = {
-    "memr3": "recollect.memory.chunks:build_memr3_chunks",
-    "mragent": "recollect.graphs.mragent.memory:build",
-    "hymem": "recollect.graphs.hymem.memory:build",
-    "mgretrieval": "recollect.graphs.mgretrieval.memory:build",
-}
-GRAPH_NEEDS: dict[str, str | None] = {name: m.memory for name, m in METHODS.items()}
+METHODS: dict[str, MethodSpec] = {s.name: s for s in SPECS}
+# Memory builders by name (several methods may read one: rag reads MemR3's chunks).
+BUILDERS: dict[str, MemorySpec] = {s.memory.name: s.memory for s in SPECS if s.memory is not None}
+GRAPH_NEEDS: dict[str, str | None] = {name: s.memory_name for name, s in METHODS.items()}
 
 
 @dataclass(kw_only=True)
@@ -61,31 +43,26 @@ class AllMethodsContext(MemR3Settings, ChunkSettings, BaselineSettings, MRAgentS
     A run narrows it to the graph's own context (`Context.narrow`), so each graph sees only its settings.
     """
 
-
-def _resolve(target: str) -> Any:
-    module, attr = target.split(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def _known(name: str) -> Method:
+def spec(name: str) -> MethodSpec:
+    """Method `name`'s contract; a ValueError naming the known methods for any other name."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r} (choose from: {', '.join(METHODS)})")
     return METHODS[name]
 
 
 def available_methods() -> list[str]:
-    return [m for m, entry in METHODS.items() if importlib.util.find_spec(entry.graph.split(":")[0]) is not None]
+    return [name for name, s in METHODS.items() if s.graph.available()]
 
 
 def load_graph(name: str) -> Any:
     try:
-        return _resolve(_known(name).graph)
+        return spec(name).graph.load()
     except ModuleNotFoundError as exc:
         raise ValueError(f"method {name!r} is not available in this installation: {exc}") from exc
 
 
 def context_class(name: str) -> type[Context]:
-    return _resolve(_known(name).context)
+    return spec(name).context
 
 
 def method_context(name: str, ctx: Context) -> Context:
@@ -95,16 +72,15 @@ def method_context(name: str, ctx: Context) -> Context:
 
 
 def step_limit(name: str, ctx: Context) -> int:
-    """The run's LangGraph recursion limit: the graph module's `recursion_limit(ctx)` for these settings."""
-    module = importlib.import_module(_known(name).graph.split(":")[0])
-    return module.recursion_limit(method_context(name, ctx))
+    """The run's LangGraph recursion limit for these settings (the spec's `step_limit`)."""
+    return spec(name).step_limit.load()(method_context(name, ctx))
 
 
 def missing_memory(name: str, built: Mapping[str, Any], sessions: int) -> tuple[str, int | None] | None:
     """What method `name` lacks in a namespace of `sessions` sessions whose builders stamped `built`
     (`NamespaceInfo.built`): None when its builder's memory covers every session, else (the builder,
     how many sessions it covers; None when it never ran)."""
-    builder = _known(name).memory
+    builder = spec(name).memory_name
     if builder is None:
         return None
     stamp = built.get(builder)
@@ -115,36 +91,30 @@ def missing_memory(name: str, built: Mapping[str, Any], sessions: int) -> tuple[
 
 
 def available_builders() -> list[str]:
-    return [name for name, target in BUILDERS.items() if importlib.util.find_spec(target.split(":")[0]) is not None]
+    return [name for name, memory in BUILDERS.items() if memory.build.available()]
 
 
-def load_builder(name: str) -> Callable[..., Any]:
+def load_builder(name: str) -> BuildMemory:
     if name not in BUILDERS:
         raise ValueError(f"unknown method {name!r} (known: {', '.join(BUILDERS)})")
-    return _resolve(BUILDERS[name])
-
-
-def _graph_modules() -> list[Any]:
-    return [importlib.import_module(METHODS[m].graph.split(":")[0]) for m in available_methods()]
+    return BUILDERS[name].build.load()
 
 
 def aux_llm_nodes() -> frozenset[str]:
     """Nodes whose calls go to the auxiliary model (MGRetrieval's keyword selection), from every method."""
-    return frozenset().union(*(getattr(m, "AUX_LLM_NODES", frozenset()) for m in _graph_modules()))
+    return frozenset().union(*(s.aux_llm_nodes for s in SPECS))
 
 
 def memory_turn_ids(name: str, ws: Any, namespace: str, ctx: Context) -> set[str]:
     """Turns method `name`'s built memory can reach at all (the eval's `evidence_in_memory`): its
-    builder module's `turn_ids_in_memory`; a method with no memory of its own reaches every stored turn."""
-    builder = _known(name).memory
-    if builder is None:
+    memory's `reach`; a method with no memory of its own reaches every stored turn."""
+    memory = spec(name).memory
+    if memory is None:
         return set(ws.turns(namespace))
-    module = importlib.import_module(BUILDERS[builder].split(":")[0])
-    return set(module.turn_ids_in_memory(ws, namespace, ctx))
+    return set(memory.reach.load()(ws, namespace, ctx))
 
 
 def method_eval_fields(name: str, state: dict[str, Any]) -> dict[str, Any]:
-    """A method's own eval columns from its final state (its graph module's `eval_fields`), else {}."""
-    module = importlib.import_module(_known(name).graph.split(":")[0])
-    fields_of = getattr(module, "eval_fields", None)
-    return dict(fields_of(state)) if fields_of is not None and state else {}
+    """A method's own eval columns from its final state (its spec's `eval_fields`), else {}."""
+    fields_of = spec(name).eval_fields
+    return dict(fields_of.load()(state)) if fields_of is not None and state else {}

@@ -248,9 +248,9 @@ def _graph_roots(method: str) -> list[str]:
     from recollect.graphs.registry import BUILDERS, METHODS
 
     entry = METHODS[method]
-    roots = [entry.graph.split(":")[0], entry.context.split(":")[0]]
+    roots = [entry.graph.module, entry.context.__module__]
     if entry.memory is not None:
-        roots.append(BUILDERS[entry.memory].split(":")[0])
+        roots.append(BUILDERS[entry.memory.name].build.module)
     return roots
 
 
@@ -264,7 +264,7 @@ def memory_name(method: str) -> str:
     """The memory a graph reads: its builder's name, or `turns` for a graph with none."""
     from recollect.graphs.registry import METHODS
 
-    return METHODS[method].memory or FULL_CONTEXT_MEMORY
+    return METHODS[method].memory_name or FULL_CONTEXT_MEMORY
 
 
 def builder_fingerprint(builder: str, ctx: Context) -> Fingerprint:
@@ -272,7 +272,7 @@ def builder_fingerprint(builder: str, ctx: Context) -> Fingerprint:
     its modules and the ingestion path, the prompt folders they name, and every setting their code reads."""
     from recollect.graphs.registry import BUILDERS
 
-    roots = list(INGEST_MODULES) + ([BUILDERS[builder].split(":")[0]] if builder != FULL_CONTEXT_MEMORY else [])
+    roots = list(INGEST_MODULES) + ([BUILDERS[builder].build.module] if builder != FULL_CONTEXT_MEMORY else [])
     # The ingestion path finds the builder through the registry, which imports every method's settings: followed,
     # a setting added to one method would change every memory's fingerprint and send every memory to be built
     # again. The registry names the builder; what the build reads of the settings counts by value below.

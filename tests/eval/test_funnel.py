@@ -58,7 +58,7 @@ def test_every_method_names_the_turns_its_memory_reaches(built: tuple[Any, AllMe
     turns = set(ws.turns("sample"))
     reach = memory_turn_ids(method, ws, "sample", ctx)
     assert reach and reach <= turns, method
-    if METHODS[method].memory in (None, "memr3", "hymem"):  # whole-history structures: every turn
+    if METHODS[method].memory_name in (None, "memr3", "hymem"):  # whole-history structures: every turn
         assert reach == turns, method
 
 
