@@ -36,14 +36,29 @@ from recollect.steps import (
 from recollect.trace import emit
 
 
+def snippets_for_answer(state: MemR3State, ctx: MemR3Context) -> list[dict[str, Any]]:
+    """The snippets the answer call may see: the latest retrieval's, or with `memr3_answer_snippets` = all
+    every retrieval's, the latest retrieval first (each in its rank order), each chunk once."""
+    if ctx.memr3_answer_snippets != "all":
+        return list(state.get("memr3_snippets") or [])
+    seen: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for retrieval in reversed(state.get("memr3_retrievals") or []):
+        for snippet in retrieval:
+            if snippet["chunk_id"] not in seen:
+                seen.add(snippet["chunk_id"])
+                out.append(snippet)
+    return out
+
+
 def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
                  budget: int) -> tuple[list[tuple[list[str], str]], int]:
-    """(turn ids, text) shown to the answer call: the latest snippets, then the cited turns not in them;
-    and how many of them are snippets.
+    """(turn ids, text) shown to the answer call: the snippets (`snippets_for_answer`), then the cited turns
+    not in them; and how many of them are snippets.
 
     Both stop at the first one that does not fit `budget`; the best snippet is always shown.
     """
-    snippets = pack(state.get("memr3_snippets") or [], budget, lambda s: estimate_tokens(s["text"]),
+    snippets = pack(snippets_for_answer(state, ctx), budget, lambda s: estimate_tokens(s["text"]),
                     keep_first=True)
     out: list[tuple[list[str], str]] = [(list(s["turn_ids"]), s["text"]) for s in snippets.kept]
     in_snippets = {t for ids, _ in out for t in ids}
@@ -66,12 +81,15 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
 
     mode = ctx.memr3_answer_snippets
     thin = not evidence_ids or bool(state.get("memr3_router_fallback"))
-    show_turns = mode == "always" or (mode == "when_thin" and thin)
+    show_turns = mode in ("always", "all") or (mode == "when_thin" and thin)
+    # memr3_answer_notes = ids: an answer call shown the turns reads the turns the bullets cite, not the bullets
+    notes = not show_turns or ctx.memr3_answer_notes == "text"
     values = {"question": question, "evidence": bullets(evidence), "draft": draft or "(none)"}
     shown: list[tuple[list[str], str]] = []
     n_snippets = 0
     if show_turns:
-        fixed = estimate_tokens(answer_budget_prompt(ctx, True) + "".join(values.values())) + 150
+        read = values.values() if notes else [question]
+        fixed = estimate_tokens(answer_budget_prompt(ctx, True, notes) + "".join(read)) + 150
         shown, n_snippets = answer_turns(state, ctx, evidence_ids, ctx.max_prompt_tokens - fixed)
     snippet_texts = [s["text"] for s in state.get("memr3_snippets") or []]
     res: StructuredResult[AnswerReply] | None = None
@@ -82,7 +100,7 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         shown, n_snippets = [], 0
     else:
         res = call_structured(
-            get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets),
+            get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets, notes),
             AnswerReply, node="answer", method=ctx.structured_method, max_tokens=120,
         )
         reply = res.value
@@ -128,6 +146,7 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "usage": usage,
         "trace": emit("answer", answer=text, answer_from=source, supports=supports, **rewrite_note,
                       turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
+                      notes_shown=notes,
                       supports_from="answer text found in shown turns" if grounded and supports else None,
                       **(res.failure_note() if res and not reply else {})),
     }

@@ -48,22 +48,30 @@ def router_messages(ctx: MemR3Context, directive: str, values: dict[str, str]) -
     return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")
 
 
-def answer_budget_prompt(ctx: MemR3Context, show_turns: bool) -> str:
+def _answer_prompt(ctx: MemR3Context, notes: bool) -> str:
+    """The answer call's template when it sees turns: with the notes and draft, or (memr3_answer_notes = ids)
+    with the turns only."""
+    if ctx.memr3_prefix_layout:
+        return "answer_task" if notes else "answer_turns_task"
+    return "answer_turns" if notes else "answer_turns_only"
+
+
+def answer_budget_prompt(ctx: MemR3Context, show_turns: bool, notes: bool = True) -> str:
     if not ctx.memr3_prefix_layout:
-        return load_prompt(P, "answer_turns" if show_turns else "answer")
-    return load_prompt(P, "frame") + load_prompt(P, "head") + load_prompt(P, "answer_task")
+        return load_prompt(P, _answer_prompt(ctx, notes) if show_turns else "answer")
+    return load_prompt(P, "frame") + load_prompt(P, "head") + load_prompt(P, _answer_prompt(ctx, notes))
 
 
 def answer_messages(ctx: MemR3Context, values: dict[str, str], shown: list[tuple[list[str], str]] | None,
-                    n_snippets: int) -> list:
-    """The answer call's messages. `shown` (None: the call sees no turns) is the packed latest snippets
-    (the first `n_snippets`) followed by the cited turns that are not among them; `values`: question,
-    evidence, draft."""
+                    n_snippets: int, notes: bool = True) -> list:
+    """The answer call's messages. `shown` (None: the call sees no turns) is the packed snippets (the first
+    `n_snippets`) followed by the cited turns that are not among them; `values`: question, evidence, draft;
+    `notes` false: a call that sees turns is not shown the evidence and draft."""
     if not ctx.memr3_prefix_layout:
         if shown is None:
             return messages(None, render_prompt(P, "answer", **values))
         turns = "\n".join(t for _, t in shown) or "(none)"
-        return messages(None, render_prompt(P, "answer_turns", turns=turns, **values))
+        return messages(None, render_prompt(P, _answer_prompt(ctx, notes), turns=turns, **values))
     task_values = {"evidence": values["evidence"], "draft": values["draft"], "question": values["question"]}
     if shown is None:
         head = render_prompt(P, "head_question", question=values["question"])
@@ -73,5 +81,5 @@ def answer_messages(ctx: MemR3Context, values: dict[str, str], shown: list[tuple
                          snippets="\n".join(snippets) if snippets else "(no new snippets)")
     cited = [t for _, t in shown[n_snippets:]]
     cited_block = render_prompt(P, "answer_cited", turns="\n".join(cited)) + "\n\n" if cited else ""
-    task = render_prompt(P, "answer_task", cited=cited_block, **task_values)
+    task = render_prompt(P, _answer_prompt(ctx, notes), cited=cited_block, **task_values)
     return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")

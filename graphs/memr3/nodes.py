@@ -46,6 +46,7 @@ def retrieve(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any
     turn_ids = [t for u in kept for t in u.turn_ids]
     return {
         "memr3_snippets": snippets,
+        "memr3_retrievals": [snippets],
         "retrieved": snippets,
         "masks": turn_ids,
         "shown_turn_ids": turn_ids,

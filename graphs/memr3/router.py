@@ -199,7 +199,7 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         render_prompt("memr3", "directive_forced", decision=forced) if forced
         else load_prompt("memr3", "directive_normal")
     )
-    if budget_call and ctx.memr3_skip_forced_router and ctx.memr3_answer_snippets == "always":
+    if budget_call and ctx.memr3_skip_forced_router and ctx.memr3_answer_snippets in ("always", "all"):
         return _skipped_budget_call(state, iteration)
     queries = state.get("memr3_queries") or []
     values = {

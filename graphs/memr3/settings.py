@@ -28,8 +28,21 @@ class MemR3Settings:
     # evidence cites. "when_thin" only when the evidence cites no shown turn or the router fell back.
     # Default "always": the first retrieval is RAG's, so the answer call then sees at least what RAG's
     # does (evidence-only measured 0.0 F1 against RAG's 0.33 on the memr3_vs_rag slice).
-    memr3_answer_snippets: Literal["never", "when_thin", "always"] = setting(
-        "always", "MemR3: show the answer call the turns behind the evidence (never = the spec)", paper="never")
+    # "all" (issue 35): every retrieval's snippets, the latest first, then the cited turns, to the prompt
+    # budget: a re-retrieval masks what was shown, so with "always" the answer call of a question that looped
+    # no longer sees the first retrieval's turns (rag's) unless the evidence cites them.
+    memr3_answer_snippets: Literal["never", "when_thin", "always", "all"] = setting(
+        "always", "MemR3: show the answer call the turns behind the evidence: the latest retrieval's (always), "
+                  "every retrieval's (all), only when the evidence is thin, or none (never = the spec)",
+        paper="never")
+    # Issue 35 (spec: the answer call reads the evidence bullets and the draft, = "text"). On the decisive rows
+    # the 1.5B router's bullets are often a whole turn copied from the wrong session, and an answer call shown
+    # both the turns and those bullets took the bullet's date or detail over the turns'. "ids": when the
+    # answer call sees turns, it sees the turns the bullets cite, not the bullets' wording or the draft; the
+    # tracker still steers retrieval and picks the cited turns. With no turns shown the bullets are shown.
+    memr3_answer_notes: Literal["text", "ids"] = setting(
+        "text", "MemR3: the answer call reads the evidence bullets and the draft (text, the spec) or, when it sees "
+                "turns, only the turns the bullets cite (ids)")
     # Improvement (spec: the router's evidence list replaces the old one wholesale): bullets citing a
     # shown turn that the router dropped are carried over (at most 6), so multi-hop facts found in an
     # earlier iteration reach the answer call. False = the spec's wholesale replacement.
@@ -61,12 +74,12 @@ class MemR3Settings:
         False, "MemR3: lay out the router and answer prompts as one shared prefix (frame, question, latest turns) "
               "and a per-step task, so a server's prompt cache reuses the prefix (false = the paper's prompts)")
     # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
-    # with memr3_answer_snippets = always the answer call reads the same latest turns and the evidence so far
+    # with memr3_answer_snippets = always (or all) the answer call reads the same latest turns and the evidence so far
     # itself. True: that router call is not made (the trace's router record says skipped_call and why); the
     # answer call follows directly. False = the paper's calls.
     memr3_skip_forced_router: bool = setting(
         False, "MemR3: skip the router call the iteration budget forces to answer when the answer call reads the "
-              "same turns (memr3_answer_snippets=always); false = the paper's calls")
+              "same turns (memr3_answer_snippets always or all); false = the paper's calls")
 
     # Improvement (spec: the router writes the evidence and gaps lists at every step; our schema only made
     # `decision` required). llama.cpp's JSON grammar puts required properties first and lets optional ones

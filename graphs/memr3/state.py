@@ -16,6 +16,8 @@ class MemR3State(MemoryState):
     """The `memr3` graph's state."""
 
     memr3_snippets: NotRequired[list[dict[str, Any]]]
+    # each retrieval's snippets of the question, one list per retrieval in order (memr3_answer_snippets = all)
+    memr3_retrievals: NotRequired[Annotated[list[list[dict[str, Any]]], operator.add]]
     memr3_decision: NotRequired[str | None]
     memr3_forced: NotRequired[str | None]
     memr3_decision_forced: NotRequired[bool]

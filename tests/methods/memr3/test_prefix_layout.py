@@ -65,9 +65,10 @@ def test_each_call_sees_the_same_turns_and_notes_in_either_layout(ctx: AllMethod
     assert seen[False] == seen[True] and len(seen[True]) == 3
 
 
-def test_the_budget_call_is_skipped_and_recorded(ctx: AllMethodsContext) -> None:
+@pytest.mark.parametrize("snippets", ["always", "all"])
+def test_the_budget_call_is_skipped_and_recorded(ctx: AllMethodsContext, snippets: str) -> None:
     model = scripted(default=by_kind(route("retrieve", evidence=["[D1:1] Ann adopted Pixel"], retrieval_query="more")))
-    out, state = run_graph(graph, with_model(ctx, model), "ns", Q)
+    out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=snippets), "ns", Q)
     routers = [r for r in out["trace"] if r["node"] == "router"]
     assert len(router_calls(model)) == 4 and len(model.calls) == 5
     assert routers[-1]["skipped_call"] == "router" and "budget" in routers[-1]["skip_reason"]
