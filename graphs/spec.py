@@ -94,6 +94,25 @@ class MethodSpec:
         return self.memory.name if self.memory is not None else None
 
 
+def folder_memory(name: str, folder: str) -> MemorySpec:
+    """A memory built by `recollect.graphs.<folder>.memory`: `build` and `turn_ids_in_memory`, the names every
+    method folder with a builder uses."""
+    module = f"recollect.graphs.{folder}.memory"
+    return MemorySpec(name=name, build=Ref(f"{module}:build"), reach=Ref(f"{module}:turn_ids_in_memory"))
+
+
+def folder_method(name: str, folder: str, context: type[Context], memory: MemorySpec | None, *,
+                  graph: str = "graph", with_eval_fields: bool = False,
+                  aux_llm_nodes: frozenset[str] = frozenset()) -> MethodSpec:
+    """A method whose graph is `recollect.graphs.<folder>.graph`: the compiled `graph` (or the attribute named),
+    `recursion_limit` and, `with_eval_fields`, `eval_fields`, the names every method folder's graph.py uses."""
+    module = f"recollect.graphs.{folder}.graph"
+    return MethodSpec(name=name, graph=Ref(f"{module}:{graph}"), context=context, memory=memory,
+                      step_limit=Ref(f"{module}:recursion_limit"),
+                      eval_fields=Ref(f"{module}:eval_fields") if with_eval_fields else None,
+                      aux_llm_nodes=aux_llm_nodes)
+
+
 # Chunks of consecutive turns with their vectors (no model call), read by MemR3 and rag; named "memr3" after
 # the method it was built for (stamps and eval caches carry the name).
 CHUNKS = MemorySpec(

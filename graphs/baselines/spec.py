@@ -1,23 +1,10 @@
 """The two baselines' contracts (`recollect.graphs.spec`): one-shot rag over MemR3's chunk memory, and the
-whole conversation in one prompt (no memory of its own: the stored turns)."""
+whole conversation in one prompt (no memory of its own: the stored turns). Both graphs live in graph.py."""
 
 from __future__ import annotations
 
 from recollect.graphs.baselines.settings import BaselineContext
-from recollect.graphs.spec import CHUNKS, MethodSpec, Ref
+from recollect.graphs.spec import CHUNKS, folder_method
 
-RAG = MethodSpec(
-    name="rag",
-    graph=Ref("recollect.graphs.baselines.graph:rag"),
-    context=BaselineContext,
-    memory=CHUNKS,
-    step_limit=Ref("recollect.graphs.baselines.graph:recursion_limit"),
-)
-
-FULL_CONTEXT = MethodSpec(
-    name="full_context",
-    graph=Ref("recollect.graphs.baselines.graph:full_context"),
-    context=BaselineContext,
-    memory=None,
-    step_limit=Ref("recollect.graphs.baselines.graph:recursion_limit"),
-)
+RAG = folder_method("rag", "baselines", BaselineContext, CHUNKS, graph="rag")
+FULL_CONTEXT = folder_method("full_context", "baselines", BaselineContext, None, graph="full_context")

@@ -1,21 +1,9 @@
-"""HyMem's contract with the rest of recollect (`recollect.graphs.spec`)."""
+"""HyMem's contract with the rest of recollect (`recollect.graphs.spec`): graph.py's `graph`, and memory.py's
+Level-1 summary items linked to their turns, and the raw sessions."""
 
 from __future__ import annotations
 
 from recollect.graphs.hymem.settings import HyMemContext
-from recollect.graphs.spec import MemorySpec, MethodSpec, Ref
+from recollect.graphs.spec import folder_memory, folder_method
 
-# Level-1 summary items linked to their turns, and the raw sessions (Level 2).
-MEMORY = MemorySpec(
-    name="hymem",
-    build=Ref("recollect.graphs.hymem.memory:build"),
-    reach=Ref("recollect.graphs.hymem.memory:turn_ids_in_memory"),
-)
-
-SPEC = MethodSpec(
-    name="hymem",
-    graph=Ref("recollect.graphs.hymem.graph:graph"),
-    context=HyMemContext,
-    memory=MEMORY,
-    step_limit=Ref("recollect.graphs.hymem.graph:recursion_limit"),
-)
+SPEC = folder_method("hymem", "hymem", HyMemContext, folder_memory("hymem", "hymem"))

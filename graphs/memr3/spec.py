@@ -1,14 +1,8 @@
-"""MemR3's contract with the rest of recollect (`recollect.graphs.spec`)."""
+"""MemR3's contract with the rest of recollect (`recollect.graphs.spec`): graph.py's `graph`, the chunk memory."""
 
 from __future__ import annotations
 
 from recollect.graphs.memr3.settings import MemR3Context
-from recollect.graphs.spec import CHUNKS, MethodSpec, Ref
+from recollect.graphs.spec import CHUNKS, folder_method
 
-SPEC = MethodSpec(
-    name="memr3",
-    graph=Ref("recollect.graphs.memr3.graph:graph"),
-    context=MemR3Context,
-    memory=CHUNKS,
-    step_limit=Ref("recollect.graphs.memr3.graph:recursion_limit"),
-)
+SPEC = folder_method("memr3", "memr3", MemR3Context, CHUNKS)
