@@ -15,7 +15,12 @@ from recollect.settings import Context, setting
 class HyMemSettings:
     """HyMem's own hyper-parameters (`hymem_*`)."""
 
-    hymem_light_k: int = setting(10, "HyMem: summaries shown to the light answer", ge=1)
+    # Issue 35 (the spec's 10 = paper): the light call's 10 Level-1 units (about 30 tokens each) were a quarter
+    # of the prompt rag's answer call reads (5 chunks of about 256 tokens), and HyMem's largest leak is
+    # retrieval: the gold turns its prompts show were 9 points below rag's. 30 units put the light call near
+    # rag's budget. On 24 decisive questions: gold turns shown 47 -> 58 %, F1 +2.6 [-7.2, +13.4], 550 more
+    # prompt tokens per question (benchmarks/reports/eval_decisive/hymem_light_k30.md).
+    hymem_light_k: int = setting(30, "HyMem: summaries shown to the light answer", ge=1, paper=10)
     hymem_deep_n: int = setting(30, "HyMem: Level-1 summaries the deep path selects from", ge=1)
     hymem_deep_batch: int = setting(50, "HyMem: summaries per deep selection batch (d)", ge=1)
     hymem_parallel_batches: bool = setting(True, "HyMem: run deep selection batches in parallel")
