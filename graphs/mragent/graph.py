@@ -198,7 +198,8 @@ def route(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, An
         for i, c in enumerate(parsed["calls"], start=1):
             key = call_key(c["tool"], c["args"])
             if key in previous:
-                dropped.append({**c, "reason": f"already called in round {previous[key]}; not run again"})
+                dropped.append({**c, "reason": f"already called in round {previous[key]}; not run again",
+                                "repeat": True})
                 continue
             if len(pending) >= cap:
                 why = (f"over the per-round cap of {ctx.mra_max_calls_per_round}"
@@ -220,6 +221,10 @@ def route(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, An
     elif rnd >= ctx.mra_max_rounds - 1:
         update["mra_forced_final"] = True
         edge = "answer (forced: round budget)"
+    elif ctx.mra_stop_on_repeat and parsed["calls"] and all(d.get("repeat") for d in update["mra_dropped_calls"]):
+        # nothing ran, so the next prompt would hold what this one held and bring the same calls back
+        update["mra_forced_final"] = True
+        edge = "answer (forced: every call repeated an earlier one)"
     else:
         edge = "navigate"
         if not parsed["calls"]:

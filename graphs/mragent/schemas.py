@@ -25,14 +25,21 @@ def ids_of(v: Any) -> list[str]:
     return []
 
 
+# Bounds a JSON-schema grammar enforces while the model writes (validation stays lenient): the 1.5B model's
+# first decisive question wrote ever longer possessive chains of one name as alternatives ("<name>'s group's
+# meeting's time's date's year", "... month", "... day") until the call's 300 tokens ran out.
+CUE_CHARS, CUE_ALTERNATIVES, CUES = 40, 4, 6
+
+
 class QuestionCue(BaseModel):
-    cue: str
-    alternatives: StrList = Field(default_factory=list)
+    cue: str = Field(json_schema_extra={"maxLength": CUE_CHARS})
+    alternatives: StrList = Field(default_factory=list, json_schema_extra={
+        "maxItems": CUE_ALTERNATIVES, "items": {"type": "string", "maxLength": CUE_CHARS}})
 
 
 class QuestionCuesReply(BaseModel):
-    time_window: str = ""
-    cues: list[QuestionCue]
+    time_window: str = Field(default="", json_schema_extra={"maxLength": 24})
+    cues: list[QuestionCue] = Field(json_schema_extra={"maxItems": CUES})
 
     @field_validator("time_window", mode="before")
     @classmethod

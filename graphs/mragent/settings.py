@@ -28,8 +28,15 @@ class MRAgentSettings:
     mra_topic_k: int = setting(8, "MRAgent: topics returned by a topic search", ge=1)
     mra_tool_event_cap: int = setting(20, "MRAgent: events returned by one tag or topic tool call", ge=1)
     mra_jaccard: float = setting(0.6, "MRAgent: Jaccard similarity for a partial cue match", ge=0, le=1)
+    # Issue 34 (spec: "llm_union", the union of an LLM pick and an LLM score of the K1 candidates). The two calls
+    # read every candidate's sentence (about 4,100 prompt tokens) and the score call writes a score per
+    # candidate: on the first decisive question they took about 160 of its 400 seconds, and the 1.5B model
+    # scored session ids ("D1": 0.0, ...) instead of the candidates, so the union was the pick alone.
+    # "embedding": the K2 candidates most similar to the question, no call.
     mra_preselect: Literal["llm_union", "llm_pick", "embedding"] = setting(
-        "llm_union", "MRAgent: how seed events are preselected")
+        "embedding", "MRAgent: how seed events above K2 are preselected: by similarity to the question, no call "
+                     "(embedding), an LLM pick (llm_pick), or the union of an LLM pick and an LLM score "
+                     "(llm_union, the spec)", paper="llm_union")
     mra_ingest_window_tokens: int = setting(
         1200, "MRAgent: tokens per ingestion window (cue extraction); set at ingest", ge=1)
     mra_tool_protocol: ToolProtocol = setting(
@@ -99,13 +106,21 @@ class MRAgentSettings:
     mra_rewrite_skip_words: int = setting(
         3, "MRAgent: skip the answer rewrite for answers of at most this many words with no digit (0 = never "
            "skip)", ge=0, paper=0)
+    # Issue 34 (spec: a round whose calls were all made before runs nothing, and the loop goes on). Nothing new
+    # reaches the next navigate prompt, so the model writes the same calls again until the round budget ends:
+    # the first decisive question's tape has 5 navigate calls in a row with the same prompt and the same reply.
+    # True: a round whose calls all repeat earlier ones goes to the final answer (the route record says so).
+    mra_stop_on_repeat: bool = setting(
+        True, "MRAgent: a round whose tool calls all repeat earlier ones goes to the final answer (false = the "
+              "loop goes on to the round budget)", paper=False)
     # Issue 34: a seed cue with more than `mra_tag_max` tags (a speaker's name is a cue of every turn of theirs,
     # so it has dozens) costs a scoring call that writes a score per tag, up to 600 tokens on a CPU that decodes
     # about 10 a second. "embedding": the tags are ranked by their events' similarity to the question, as the
-    # tools already rank them and as the seed did when the call failed; no call. "llm" = the paper.
+    # tools already rank them and as the seed did when the call failed; no call. "llm" = the paper. On the first
+    # decisive question the call wrote 391 tokens (about 33 s).
     mra_tag_score: Literal["llm", "embedding"] = setting(
-        "llm", "MRAgent: rank a seed cue's tags above mra_tag_max by an LLM scoring call (llm, the paper) or by "
-               "embedding similarity to the question, no call (embedding)")
+        "embedding", "MRAgent: rank a seed cue's tags above mra_tag_max by embedding similarity to the question, "
+                     "no call (embedding), or by an LLM scoring call (llm, the paper)", paper="llm")
 
 
 @dataclass(kw_only=True)

@@ -103,7 +103,7 @@ def test_more_than_k2_candidates_run_pick_and_score_and_show_the_union(data_dir:
     pick = {"events": [f"D1:{i}-1" for i in range(1, 6)] + ["D7:7-1"]}
     score = {"scores": {**{f"D1:{i}-1": 0.9 for i in range(4, 10)}, "D1:30-1": 0.0}}
     qm = QuestionModel(cues=CUES_GT, pick=pick, score=score, navigate=[ANSWER])
-    state, _ = run(q(ctx, qm), "What about the garden tomato?")
+    state, _ = run(q(ctx, qm, mra_preselect="llm_union", mra_tag_score="llm"), "What about the garden tomato?")
     assert qm.kinds.count("pick") == 1 and qm.kinds.count("score") == 1
     shown = [line.split(":")[0] + ":" + line.split(":")[1] for line in state["mra_seed"]["key_events"]]
     assert sorted(shown) == sorted(f"D1:{i}" for i in range(1, 10))  # union of 1–5 and 4–9; D7:7 ignored
@@ -113,7 +113,7 @@ def test_more_than_k2_candidates_run_pick_and_score_and_show_the_union(data_dir:
 def test_failed_pick_uses_embedding_top(data_dir: str) -> None:
     ctx = _many(data_dir, 30)
     qm = QuestionModel(cues=CUES_GT, pick="garbage", score={"scores": {"D1:1-1": 1.0}}, navigate=[ANSWER])
-    state, _ = run(q(ctx, qm), "What about the garden tomato?")
+    state, _ = run(q(ctx, qm, mra_preselect="llm_union", mra_tag_score="llm"), "What about the garden tomato?")
     assert 20 <= len(state["mra_seed"]["key_events"]) <= 21
     assert any(r.get("fallback") for r in state["trace"] if r["node"] == "seed_pick")
 
@@ -132,7 +132,7 @@ def test_many_tags_are_scored_and_strong_tags_expanded(data_dir: str) -> None:
     qm = QuestionModel(cues={"time_window": "", "cues": [{"cue": "garden", "alternatives": []},
                                                          {"cue": "zzz", "alternatives": []}]},
                        tag_score={"scores": {"tag3": 0.9, "tag5": 0.4, "tag7": 0.0}}, navigate=[ANSWER])
-    state, _ = run(q(ctx, qm), "garden?")
+    state, _ = run(q(ctx, qm, mra_preselect="llm_union", mra_tag_score="llm"), "garden?")
     assert qm.kinds.count("tag_score") == 1
     assert state["mra_seed"]["cue_tags"] == ["garden -> tag3, tag5"]
     assert [line.split(": ")[0] for line in state["mra_seed"]["cue_tag_events"]] == ["D1:3"]
@@ -150,7 +150,7 @@ def test_with_embedding_tag_ranking_many_tags_make_no_call(data_dir: str) -> Non
     record = next(r for r in state["trace"] if r["node"] == "seed_tag_score")
     assert record["ranked_by"] == "embedding" and "mra_tag_score=embedding" in record["skipped_call"]
     assert len(record["kept"]) == ctx.mra_tag_keep and record["kept"][0] == "tag7"  # its event is the question
-    assert AllMethodsContext(profile="paper").mra_tag_score == "llm" == AllMethodsContext().mra_tag_score
+    assert AllMethodsContext(profile="paper").mra_tag_score == "llm" != AllMethodsContext().mra_tag_score
 
 
 # --- 6. protocol equivalence
@@ -277,13 +277,27 @@ def test_bad_calls_count_and_repeats_do_not(base: AllMethodsContext) -> None:
                                          {"tool": "query_event_context", "args": {"event_id": "D1:2"}}]}
     repeat = {"mode": "navigate", "calls": [{"tool": "query_event_context", "args": {"event_id": " d1:2 "}}]}
     qm = QuestionModel(navigate=[bad, repeat, ANSWER])
-    state, updates = run(q(base, qm))
+    state, updates = run(q(base, qm, mra_stop_on_repeat=False))  # the spec: the loop goes on after a repeat
     assert state["mra_calls_total"] == 3
     errors = [e["error"] for e in state["mra_tool_log"]]
     assert errors[0] and "unknown tool" in errors[0] and "bad arguments" in errors[1] and errors[2] is None
     route2 = of(updates, "route")[1]
     assert route2["mra_pending_calls"] == [] and "already called" in route2["mra_dropped_calls"][0]["reason"]
     assert len(of(updates, "tools")) == 1 and state["answer"] == "Riverside shelter"
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_a_round_of_repeated_calls_goes_to_the_final_answer(base: AllMethodsContext, stop: bool) -> None:
+    call = {"mode": "navigate", "calls": [{"tool": "query_event_context", "args": {"event_id": "D1:2"}}]}
+    qm = QuestionModel(navigate_default=call)  # the same calls every round, as the 1.5B model does
+    state, updates = run(q(base, qm, mra_stop_on_repeat=stop))
+    assert state["mra_calls_total"] == 1 and len(of(updates, "tools")) == 1
+    routes = [r["trace"][-1]["edge"] for r in of(updates, "route")]
+    if stop:  # the second round's only call repeats the first's: nothing new could reach a third prompt
+        assert qm.kinds.count("navigate") == 2 and routes == ["tools", "answer (forced: every call repeated an earlier one)"]
+    else:  # the spec: navigate again until the round budget forces the answer
+        assert qm.kinds.count("navigate") == base.mra_max_rounds - 1 and routes[-1] == "answer (forced: round budget)"
+    assert qm.kinds.count("final") == 1 and state["mra_forced_final"] is True and state["answer"] == "Pixel"
 
 
 # --- 12. supports
@@ -411,7 +425,7 @@ def test_shown_turn_ids_in_state_are_the_ones_the_trace_records_name(data_dir: s
     qm = QuestionModel(cues=CUES_GT, pick=pick, score={"scores": {"D1:7-1": 0.9}},
                        navigate=[{"mode": "navigate", "calls": [{"tool": "query_event_context",
                                                                   "args": {"event_id": "D1:2", "window": 2}}]}])
-    state, updates = run(q(ctx, qm, mra_max_rounds=2), "What about the garden tomato?")
+    state, updates = run(q(ctx, qm, mra_max_rounds=2, mra_preselect="llm_union", mra_tag_score="llm"), "What about the garden tomato?")
     records = {r["node"]: r for r in state["trace"] if "shown_turn_ids" in r}
     assert set(records) == {"seed_pick", "seed_score", "navigate", "answer"}  # answer: the forced final call
     assert of(updates, "seed")[0]["shown_turn_ids"] == records["seed_pick"]["shown_turn_ids"]
