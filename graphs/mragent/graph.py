@@ -26,7 +26,14 @@ from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.graphs.mragent.cues import STOPWORDS, cue_norm, fallback_cues
 from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
-from recollect.graphs.mragent.protocol import call_key, call_text, json_bound, keep_tool, parse_reply
+from recollect.graphs.mragent.protocol import (
+    NAVIGATE_MAX_TOKENS,
+    call_key,
+    call_text,
+    json_bound,
+    keep_tool,
+    parse_reply,
+)
 from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
 from recollect.graphs.mragent.seed import build_seed, parse_window
 from recollect.graphs.mragent.settings import MRAgentContext
@@ -127,9 +134,9 @@ def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str,
     model = get_chat_model(ctx)
     if ctx.mra_tool_protocol in ("auto", "native"):
         tools = [*structured_tools(ctx, ns, state["question"]), keep_tool()]
-        bound = model.bind_tools(tools, tool_choice="auto", max_tokens=500)
+        bound = model.bind_tools(tools, tool_choice="auto", max_tokens=NAVIGATE_MAX_TOKENS)
     else:
-        bound = json_bound(model, ctx, NavigateJSON, 500)
+        bound = json_bound(model, ctx, NavigateJSON, NAVIGATE_MAX_TOKENS)
     msg, usage = invoke_counted(bound, [HumanMessage(content=shown.prompt)], "navigate")
     content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
     tool_calls = [{"name": tc.get("name"), "args": tc.get("args")} for tc in (msg.tool_calls or [])]

@@ -9,8 +9,10 @@ from the `keep_memories` pseudo-tool (native protocol); route applies it and nev
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import json_repair
 from pydantic import BaseModel, ValidationError
 
 from recollect.graphs.mragent.schemas import FinalReply, KeepMemoriesArgs, ids_of
@@ -18,6 +20,11 @@ from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.llm.structured import json_format_kwargs, json_objects, resolve_method
 
 KEEP_TOOL = "keep_memories"
+# A navigate reply is cut at this many tokens; a reply cut there keeps its complete calls (`_reply_objects`).
+# Replies with calls and a short keep list take 70 to 250 tokens; one that lists ids until the cap cost 500
+# tokens (about 40 s of decoding) on the decisive rows.
+NAVIGATE_MAX_TOKENS = 320
+MAX_REPAIR_CHARS = 8000
 
 
 def json_bound(model: Any, ctx: MRAgentContext, schema: type[BaseModel], max_tokens: int) -> Any:
@@ -66,6 +73,37 @@ def _take_keep_calls(out: dict[str, Any]) -> None:
     out["calls"] = rest
 
 
+def _is_reply(obj: Any) -> bool:
+    return isinstance(obj, dict) and bool({"mode", "calls", "answer"} & set(obj))
+
+
+def _reply_objects(content: str) -> list[Any]:
+    """The JSON objects of a navigate reply. A reply cut at its token cap (the 1.5B model lists `keep` ids until
+    it runs out) is never closed: only its inner objects parse, and its calls would be lost. Then the reply from
+    its first brace is closed by json-repair and read first, less its last call when the cut fell inside the
+    call list (that call may be cut short)."""
+    objs = json_objects(content)
+    start = content.find("{")
+    if start < 0 or len(content) - start > MAX_REPAIR_CHARS:
+        return objs
+    text = content[start:].replace("```", "").strip()
+    try:
+        json.JSONDecoder().raw_decode(text)
+        return objs  # the reply's object is closed: read as it is
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    try:
+        whole = json_repair.loads(text)
+    except (ValueError, RecursionError):
+        return objs
+    if not isinstance(whole, dict) or not _is_reply(whole):
+        return objs
+    calls = whole.get("calls")
+    if isinstance(calls, list) and calls and not re.search(r'"calls"\s*:\s*\[.*\]\s*,\s*"', text, re.S):
+        whole["calls"] = calls[:-1]
+    return [whole, *(o for o in objs if not _is_reply(o))]
+
+
 def parse_reply(raw: dict[str, Any] | None) -> dict[str, Any]:
     """One navigate reply → `{calls: [{tool, args}], answer: {...} | None, keep, prune, reason, form}`.
 
@@ -74,7 +112,7 @@ def parse_reply(raw: dict[str, Any] | None) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"calls": [], "answer": None, "keep": [], "prune": [], "reason": None, "form": None}
     raw = raw or {}
-    objs = json_objects(raw.get("content") or "")
+    objs = _reply_objects(raw.get("content") or "")
     for obj in objs:
         if isinstance(obj, dict):
             out["keep"] += ids_of(obj.get("keep"))

@@ -95,8 +95,9 @@ class ScoreReply(BaseModel):
 
 
 class FinalReply(BaseModel):
-    answer: Text
-    supports: list[str] = Field(default_factory=list)
+    # grammar bounds (validation stays lenient): a forced final answer was once written as a 200-token paragraph
+    answer: Text = Field(json_schema_extra={"maxLength": 200})
+    supports: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 10})
     confidence: float | None = None
 
     @field_validator("supports", mode="before")
