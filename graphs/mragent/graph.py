@@ -34,7 +34,13 @@ from recollect.graphs.mragent.protocol import (
     keep_tool,
     parse_reply,
 )
-from recollect.graphs.mragent.schemas import FinalReply, NavigateJSON, QuestionCuesReply
+from recollect.graphs.mragent.schemas import (
+    BoundedFinalReply,
+    BoundedQuestionCuesReply,
+    FinalReply,
+    NavigateJSON,
+    QuestionCuesReply,
+)
 from recollect.graphs.mragent.seed import build_seed, parse_window
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
@@ -80,7 +86,8 @@ def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[
     question = state["question"]
     res = call_structured(
         get_chat_model(ctx), [HumanMessage(content=render_prompt(P, "question_cues", question=question))],
-        QuestionCuesReply, node="extract_cues", method=ctx.structured_method, max_tokens=300,
+        BoundedQuestionCuesReply if ctx.mra_reply_bounds else QuestionCuesReply, node="extract_cues",
+        method=ctx.structured_method, max_tokens=300,
     )
     note: dict[str, Any] = {}
     window = None
@@ -132,11 +139,12 @@ def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str,
     it = state.get("iteration", 0) + 1
     shown = navigate_prompt(state, ctx, _graph(ctx, ns))
     model = get_chat_model(ctx)
+    cap = NAVIGATE_MAX_TOKENS if ctx.mra_reply_bounds else 500
     if ctx.mra_tool_protocol in ("auto", "native"):
         tools = [*structured_tools(ctx, ns, state["question"]), keep_tool()]
-        bound = model.bind_tools(tools, tool_choice="auto", max_tokens=NAVIGATE_MAX_TOKENS)
+        bound = model.bind_tools(tools, tool_choice="auto", max_tokens=cap)
     else:
-        bound = json_bound(model, ctx, NavigateJSON, NAVIGATE_MAX_TOKENS)
+        bound = json_bound(model, ctx, NavigateJSON, cap)
     msg, usage = invoke_counted(bound, [HumanMessage(content=shown.prompt)], "navigate")
     content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
     tool_calls = [{"name": tc.get("name"), "args": tc.get("args")} for tc in (msg.tool_calls or [])]
@@ -295,7 +303,8 @@ def after_tools(state: MRAgentState) -> Literal["answer", "navigate"]:
 def _forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
     """The forced final call: one call, no retry (the loop's max_rounds LLM calls include it)."""
     shown = final_prompt(state, ctx, g)
-    msg, usage = invoke_counted(json_bound(get_chat_model(ctx), ctx, FinalReply, 200),
+    schema = BoundedFinalReply if ctx.mra_reply_bounds else FinalReply
+    msg, usage = invoke_counted(json_bound(get_chat_model(ctx), ctx, schema, 200),
                                 [HumanMessage(content=shown.prompt)], "answer")
     content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
     for obj in json_objects(content):

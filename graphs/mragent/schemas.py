@@ -25,21 +25,14 @@ def ids_of(v: Any) -> list[str]:
     return []
 
 
-# Bounds a JSON-schema grammar enforces while the model writes (validation stays lenient): the 1.5B model's
-# first decisive question wrote ever longer possessive chains of one name as alternatives ("<name>'s group's
-# meeting's time's date's year", "... month", "... day") until the call's 300 tokens ran out.
-CUE_CHARS, CUE_ALTERNATIVES, CUES = 40, 4, 6
-
-
 class QuestionCue(BaseModel):
-    cue: str = Field(json_schema_extra={"maxLength": CUE_CHARS})
-    alternatives: StrList = Field(default_factory=list, json_schema_extra={
-        "maxItems": CUE_ALTERNATIVES, "items": {"type": "string", "maxLength": CUE_CHARS}})
+    cue: str
+    alternatives: StrList = Field(default_factory=list)
 
 
 class QuestionCuesReply(BaseModel):
-    time_window: str = Field(default="", json_schema_extra={"maxLength": 24})
-    cues: list[QuestionCue] = Field(json_schema_extra={"maxItems": CUES})
+    time_window: str = ""
+    cues: list[QuestionCue]
 
     @field_validator("time_window", mode="before")
     @classmethod
@@ -95,9 +88,8 @@ class ScoreReply(BaseModel):
 
 
 class FinalReply(BaseModel):
-    # grammar bounds (validation stays lenient): a forced final answer was once written as a 200-token paragraph
-    answer: Text = Field(json_schema_extra={"maxLength": 200})
-    supports: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 10})
+    answer: Text
+    supports: list[str] = Field(default_factory=list)
     confidence: float | None = None
 
     @field_validator("supports", mode="before")
@@ -141,3 +133,26 @@ class KeepMemoriesArgs(BaseModel):
     @classmethod
     def _ids(cls, v: Any) -> Any:
         return ids_of(v)
+
+
+# mra_reply_bounds: bounds a JSON-schema grammar enforces while the model writes (validation stays lenient, as the
+# parents'). The 1.5B model's first decisive question wrote ever longer possessive chains of one name as cue
+# alternatives ("<name>'s group's meeting's time's date's year", "... month", ...) until the call's 300 tokens
+# ran out, and a forced final answer came as a 200-token paragraph.
+CUE_CHARS, CUE_ALTERNATIVES, CUES = 40, 4, 6
+
+
+class BoundedQuestionCue(QuestionCue):
+    cue: str = Field(json_schema_extra={"maxLength": CUE_CHARS})
+    alternatives: StrList = Field(default_factory=list, json_schema_extra={
+        "maxItems": CUE_ALTERNATIVES, "items": {"type": "string", "maxLength": CUE_CHARS}})
+
+
+class BoundedQuestionCuesReply(QuestionCuesReply):
+    time_window: str = Field(default="", json_schema_extra={"maxLength": 24})
+    cues: list[BoundedQuestionCue] = Field(json_schema_extra={"maxItems": CUES})  # type: ignore[assignment]
+
+
+class BoundedFinalReply(FinalReply):
+    answer: Text = Field(json_schema_extra={"maxLength": 200})
+    supports: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 10})

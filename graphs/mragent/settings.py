@@ -113,6 +113,13 @@ class MRAgentSettings:
     mra_stop_on_repeat: bool = setting(
         True, "MRAgent: a round whose tool calls all repeat earlier ones goes to the final answer (false = the "
               "loop goes on to the round budget)", paper=False)
+    # Issue 34 (spec: no bounds). The 1.5B model's replies run on: cue alternatives chained until the cap, keep
+    # lists of ids until the cap, a final answer as a paragraph. True: the cue and final-answer grammars bound
+    # their lengths (schemas.py, Bounded*), and a navigate reply is cut at 320 tokens instead of 500 (its complete
+    # calls are kept: protocol.py). False = the spec's unbounded requests.
+    mra_reply_bounds: bool = setting(
+        True, "MRAgent: bound the cue and final-answer replies by their grammars and cut a navigate reply at 320 "
+              "tokens (false = unbounded, as the spec)", paper=False)
     # Issue 34: a seed cue with more than `mra_tag_max` tags (a speaker's name is a cue of every turn of theirs,
     # so it has dozens) costs a scoring call that writes a score per tag, up to 600 tokens on a CPU that decodes
     # about 10 a second. "embedding": the tags are ranked by their events' similarity to the question, as the

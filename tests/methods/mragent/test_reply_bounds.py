@@ -4,7 +4,12 @@ complete calls, and the final answer's and the cues' grammars bound their length
 from __future__ import annotations
 
 from recollect.graphs.mragent.protocol import NAVIGATE_MAX_TOKENS, parse_reply
-from recollect.graphs.mragent.schemas import CUE_ALTERNATIVES, FinalReply, QuestionCuesReply
+from recollect.graphs.mragent.schemas import (
+    CUE_ALTERNATIVES,
+    BoundedFinalReply,
+    BoundedQuestionCuesReply,
+    FinalReply,
+)
 
 RUN_ON = ('```json\n{\n  "mode": "navigate",\n  "calls": [\n    {"tool": "query_event_keywords", "args": {"event_id": "D1:3"}},\n'
           '    {"tool": "query_tag_events", "args": {"tag": "garden"}}\n  ],\n  "keep": ["D1:3-1", "D1:3-2", "D1:3-3", "D1:3-')
@@ -30,9 +35,10 @@ def test_a_reply_cut_inside_its_first_call_runs_nothing() -> None:
 
 
 def test_the_grammars_bound_the_final_answer_and_the_cues() -> None:
-    final = FinalReply.model_json_schema()["properties"]
+    final = BoundedFinalReply.model_json_schema()["properties"]
     assert final["answer"]["maxLength"] == 200 and final["supports"]["maxItems"] == 10
-    cue = QuestionCuesReply.model_json_schema()["$defs"]["QuestionCue"]["properties"]
+    cue = BoundedQuestionCuesReply.model_json_schema()["$defs"]["BoundedQuestionCue"]["properties"]
     assert cue["alternatives"]["maxItems"] == CUE_ALTERNATIVES and cue["cue"]["maxLength"] == 40
     # validation stays lenient: a reply over a bound (an endpoint without grammars) is still read
-    assert FinalReply.model_validate({"answer": "x" * 300, "supports": [str(i) for i in range(20)]}).answer
+    assert BoundedFinalReply.model_validate({"answer": "x" * 300, "supports": [str(i) for i in range(20)]}).answer
+    assert "maxLength" not in FinalReply.model_json_schema()["properties"]["answer"]  # mra_reply_bounds off: the spec
