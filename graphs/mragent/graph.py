@@ -28,6 +28,7 @@ from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
 from recollect.graphs.mragent.protocol import (
     NAVIGATE_MAX_TOKENS,
+    NAVIGATE_MAX_TOKENS_UNBOUNDED,
     call_key,
     call_text,
     json_bound,
@@ -139,7 +140,7 @@ def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str,
     it = state.get("iteration", 0) + 1
     shown = navigate_prompt(state, ctx, _graph(ctx, ns))
     model = get_chat_model(ctx)
-    cap = NAVIGATE_MAX_TOKENS if ctx.mra_reply_bounds else 500
+    cap = NAVIGATE_MAX_TOKENS if ctx.mra_reply_bounds else NAVIGATE_MAX_TOKENS_UNBOUNDED
     if ctx.mra_tool_protocol in ("auto", "native"):
         tools = [*structured_tools(ctx, ns, state["question"]), keep_tool()]
         bound = model.bind_tools(tools, tool_choice="auto", max_tokens=cap)

@@ -24,6 +24,7 @@ KEEP_TOOL = "keep_memories"
 # Replies with calls and a short keep list take 70 to 250 tokens; one that lists ids until the cap cost 500
 # tokens (about 40 s of decoding) on the decisive rows.
 NAVIGATE_MAX_TOKENS = 320
+NAVIGATE_MAX_TOKENS_UNBOUNDED = 500  # mra_reply_bounds off: the cap of before
 MAX_REPAIR_CHARS = 8000
 
 
