@@ -16,7 +16,12 @@ from langgraph.runtime import Runtime
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.budget import pack
 from recollect.dialogue.turn_ids import TurnIdMatcher
-from recollect.graphs.memr3.layout import answer_budget_prompt, answer_messages
+from recollect.graphs.memr3.layout import (
+    answer_budget_prompt,
+    answer_messages,
+    continued_answer_budget_text,
+    continued_answer_messages,
+)
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
@@ -70,6 +75,22 @@ def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
     return out + [([tid], line) for tid, line in cited.kept], len(snippets.kept)
 
 
+def continued_answer(state: MemR3State, ctx: MemR3Context, exchange: dict[str, Any],
+                     shown: list[tuple[list[str], str]]) -> tuple[list[Any], list[tuple[list[str], str]]]:
+    """The continued answer call's messages (memr3_answer_continues) and the turns it sees. `shown` is what the
+    answer call's own prompt would show; the router's prompt held the latest retrieval's snippets, so the new
+    message adds the rest of `shown` (earlier retrievals' snippets, cited turns) and the evidence carried beside
+    the router's reply, in that order, to the prompt budget."""
+    latest = [(list(s["turn_ids"]), s["text"]) for s in state.get("memr3_snippets") or []]
+    seen = {t for ids, _ in latest for t in ids}
+    extra = [(ids, text) for ids, text in shown if not set(ids) <= seen]
+    lines = extra + [([], note) for note in exchange.get("carried") or []]
+    fixed = estimate_tokens(continued_answer_budget_text(exchange, state["question"])) + 150
+    kept = pack(lines, ctx.max_prompt_tokens - fixed, lambda line: estimate_tokens(line[1]), keep_first=False).kept
+    sent = continued_answer_messages(exchange, state["question"], [text for _, text in kept])
+    return sent, latest + [(ids, text) for ids, text in kept if ids]
+
+
 def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     question = state["question"]
@@ -97,12 +118,17 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     if ctx.memr3_answer_from_router and draft and not is_no_info(draft) and grounded_in(draft, evidence + snippet_texts):
         # memr3_answer_from_router: the router's answer decision came with a draft found in what it was shown
         text, source = draft, "router draft (found in the evidence and turns shown; no answer call)"
-        shown, n_snippets = [], 0
+        shown, n_snippets, layout = [], 0, None
     else:
-        res = call_structured(
-            get_chat_model(ctx), answer_messages(ctx, values, shown if show_turns else None, n_snippets, notes),
-            AnswerReply, node="answer", method=ctx.structured_method, max_tokens=120,
-        )
+        exchange = state.get("memr3_exchange") if show_turns and notes else None
+        if exchange:
+            sent, shown = continued_answer(state, ctx, exchange, shown)
+            layout = "continues the router's exchange"
+        else:
+            sent = answer_messages(ctx, values, shown if show_turns else None, n_snippets, notes)
+            layout = "own prompt"
+        res = call_structured(get_chat_model(ctx), sent, AnswerReply, node="answer", method=ctx.structured_method,
+                              max_tokens=120)
         reply = res.value
         replied = clean_answer(reply.answer) if reply else ""
         if reply is not None and not is_no_info(replied):
@@ -146,7 +172,7 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "usage": usage,
         "trace": emit("answer", answer=text, answer_from=source, supports=supports, **rewrite_note,
                       turns_shown=shown_ids if show_turns else None, thin_evidence=thin,
-                      notes_shown=notes,
+                      notes_shown=notes, answer_prompt=layout,
                       supports_from="answer text found in shown turns" if grounded and supports else None,
                       **(res.failure_note() if res and not reply else {})),
     }

@@ -4,6 +4,11 @@ The paper's layout (`memr3_prefix_layout` false): the router's system message ho
 the decision directive, its user message the snippets, the tracker and the question; the answer call is one
 user message with its own instructions first. Consecutive calls share almost no prefix.
 
+The continued answer (`memr3_answer_continues`, paper layout only): the answer call resends the router call that
+chose answer, its reply as the assistant's turn, and one new user message (`answer_continue`) with the answer
+instructions, what the answer call would see that the router was not shown, and the question; only that
+message is new to the server's prompt cache.
+
 The prefix layout (true): every call of a question sends the same system message (`frame`), then a user
 message that starts with the question and the latest retrieval's turns (`head`) and ends with the step's
 task: the router's instructions, its tracker and directive, or the answer call's cited turns, instructions,
@@ -15,6 +20,8 @@ llama.cpp slot (or a remote endpoint's prefix cache) computes only the task part
 from __future__ import annotations
 
 from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.prompts import load_prompt, render_prompt
@@ -83,3 +90,18 @@ def answer_messages(ctx: MemR3Context, values: dict[str, str], shown: list[tuple
     cited_block = render_prompt(P, "answer_cited", turns="\n".join(cited)) + "\n\n" if cited else ""
     task = render_prompt(P, _answer_prompt(ctx, notes), cited=cited_block, **task_values)
     return messages(load_prompt(P, "frame"), f"{head}\n\n{task}")
+
+
+def continued_answer_messages(exchange: dict[str, Any], question: str, earlier: list[str]) -> list[BaseMessage]:
+    """The answer call as the continuation of the router's exchange (memr3_answer_continues). `earlier`: the
+    turns and notes the answer call would see that the router's prompt did not hold, each a line."""
+    block = render_prompt(P, "answer_earlier", lines="\n".join(earlier)) if earlier else ""
+    task = render_prompt(P, "answer_continue", earlier=block, question=question)
+    head: list[BaseMessage] = [SystemMessage(content=exchange["system"])] if exchange.get("system") else []
+    return head + [HumanMessage(content=exchange["user"]), AIMessage(content=exchange["reply"]),
+                   HumanMessage(content=task)]
+
+
+def continued_answer_budget_text(exchange: dict[str, Any], question: str) -> str:
+    """The continued answer call's text other than `earlier`, which the prompt budget counts first."""
+    return exchange["user"] + exchange["reply"] + load_prompt(P, "answer_continue") + question

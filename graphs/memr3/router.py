@@ -11,6 +11,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -153,6 +154,7 @@ def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
         "memr3_router_fallback": False,
         "memr3_reasoning": None,
         "memr3_reflect_streak": 0,
+        "memr3_exchange": None,
         "memr3_tracker": [{"iteration": iteration + 1, "decision": "answer", "evidence": evidence, "gaps": gaps}],
         "trace": emit("router", iteration=iteration + 1, decision="answer", forced="answer", model_decision=None,
                       skipped_call="router", skip_reason="the iteration budget forces answer and the answer call "
@@ -189,6 +191,20 @@ def _carry_cited(old: list[str], new: list[str], masks: list[str]) -> list[str]:
     return carried[:MAX_CARRIED_EVIDENCE]
 
 
+def exchange(ctx: MemR3Context, sent: list[BaseMessage], reply: str, carried: list[str]) -> dict[str, Any] | None:
+    """The router call the answer call continues (memr3_answer_continues): its messages' text, its reply as
+    the model wrote it (so the server finds those tokens in its cache), and the evidence carried over beside
+    it (memr3_keep_cited_evidence), which the reply does not show. None when the setting is off or the
+    prefix layout is on (that layout shares its own prefix), or when the answer call would not read both the
+    turns and the notes that the exchange holds."""
+    if not ctx.memr3_answer_continues or ctx.memr3_prefix_layout or ctx.memr3_answer_snippets == "never" \
+            or ctx.memr3_answer_notes != "text":
+        return None
+    system = next((str(m.content) for m in sent if isinstance(m, SystemMessage)), "")
+    user = next((str(m.content) for m in sent if isinstance(m, HumanMessage)), "")
+    return {"system": system, "user": user, "reply": reply, "carried": list(carried)}
+
+
 def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     ctx = runtime.context
     iteration = state.get("iteration", 0)
@@ -210,8 +226,9 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "reasoning": state.get("memr3_reasoning") or "(none)",
         "prior_query": queries[-1] if queries else "(none)",
     }
+    sent = router_messages(ctx, directive, values)
     res = call_structured(
-        get_chat_model(ctx), router_messages(ctx, directive, values),
+        get_chat_model(ctx), sent,
         _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router],
         node="router",
         method=ctx.structured_method, max_tokens=400,
@@ -255,6 +272,8 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
             update["query"] = ""  # the question alone is searched, as on the first retrieval
     if decision == "answer":
         update["draft_answer"] = (reply.detailed_answer or "").strip() if reply else state.get("draft_answer")
+    update["memr3_exchange"] = exchange(ctx, sent, res.raw, carried) \
+        if decision == "answer" and reply is not None and res.attempts == 1 else None
     if decision == "reflect":
         update["memr3_reasoning"] = (reply.reasoning or "").strip() if reply else None
         update["memr3_reflect_streak"] = state.get("memr3_reflect_streak", 0) + 1

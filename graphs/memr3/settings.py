@@ -73,6 +73,17 @@ class MemR3Settings:
     memr3_prefix_layout: bool = setting(
         False, "MemR3: lay out the router and answer prompts as one shared prefix (frame, question, latest turns) "
               "and a per-step task, so a server's prompt cache reuses the prefix (false = the paper's prompts)")
+    # Issue 34 (no paper setting: the paper's answer call is a new prompt, = false). In the paper layout the
+    # answer call re-sends the turns the router has just read, so its prompt (about 1,500 tokens) is computed
+    # a second time. True: after a router call that chose answer, the answer call continues that exchange: the
+    # router's messages, its reply (evidence, gaps, draft) as the assistant's turn, then one user message with
+    # the answer instructions, any turns and notes the answer call would see that the router was not shown,
+    # and the question. The server's prompt cache then computes only that last message. Used only where the
+    # answer call reads the turns and the notes (memr3_answer_snippets not never, memr3_answer_notes text) in
+    # the paper layout; otherwise, or after a retried or skipped router call, the answer call is as before.
+    memr3_answer_continues: bool = setting(
+        False, "MemR3: the answer call continues the router's last exchange (its prompt and reply) with the answer "
+               "instructions, so a prompt cache computes only the new message (false = the paper's answer prompt)")
     # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
     # with memr3_answer_snippets = always (or all) the answer call reads the same latest turns and the evidence so far
     # itself. True: that router call is not made (the trace's router record says skipped_call and why); the

@@ -28,3 +28,6 @@ class MemR3State(MemoryState):
     memr3_reasoning: NotRequired[str | None]
     memr3_queries: NotRequired[Annotated[list[str], operator.add]]
     memr3_tracker: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+    # memr3_answer_continues: the router call that chose answer, as sent and answered ({"system", "user",
+    # "reply", "carried"}); None after any other router step, a retried reply or a skipped call
+    memr3_exchange: NotRequired[dict[str, Any] | None]

@@ -1,0 +1,75 @@
+"""MemR3's answer call as the continuation of the router's exchange (memr3_answer_continues): the router's
+messages and reply resent unchanged, so a prompt cache computes only the new message; the answer call sees
+what its own prompt would have shown."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from recollect.graphs.memr3.graph import graph
+from recollect.graphs.registry import AllMethodsContext
+from recollect.llm.scripted import scripted
+from tests.helpers import run_graph
+from tests.methods.memr3.test_graph import Q, route, router_calls, with_model
+
+CAT = "Ann adopted a grey cat named Pixel from the shelter"
+
+
+def test_the_answer_call_resends_the_routers_exchange_and_adds_one_message(ctx: AllMethodsContext) -> None:
+    router_reply = route("answer", evidence=["[D1:1] Ann's cat is Pixel"], detailed_answer="Pixel, a grey cat")
+    model = scripted([router_reply, {"answer": "Pixel", "supports": ["D1:1"]}])
+    out, state = run_graph(graph, with_model(ctx, model, memr3_answer_continues=True), "ns", Q)
+    routed, answered = model.calls[0]["messages"], model.calls[-1]["messages"]
+    assert len(model.calls) == 2
+    assert [type(m) for m in answered] == [SystemMessage, HumanMessage, AIMessage, HumanMessage]
+    assert [m.content for m in answered[:2]] == [m.content for m in routed]  # byte for byte: a cacheable prefix
+    assert json.loads(str(answered[2].content)) == router_reply  # the reply as the model wrote it
+    task = str(answered[3].content)
+    assert task.rstrip().endswith('["turn id", ...]}') and f"Question: {Q}" in task
+    assert "From earlier steps" not in task  # nothing the router was not shown
+    assert out["answer"] == "Pixel" and out["supports"] == ["D1:1"]
+    assert out["trace"][-1]["answer_prompt"] == "continues the router's exchange"
+    assert state["memr3_exchange"]["reply"] == str(answered[2].content)
+
+
+def test_what_the_router_was_not_shown_comes_in_the_new_message(ctx: AllMethodsContext) -> None:
+    """memr3_answer_snippets = all: the first retrieval's turns, masked by the second and so not in the answering
+    router call's prompt, are added; so is a cited bullet the router dropped and the tracker carried over."""
+    bullet = "[D1:1] Ann's cat is Pixel"
+    model = scripted([route("retrieve", evidence=[bullet], retrieval_query="kayak"), route("answer"),
+                      {"answer": "Pixel", "supports": ["D1:1"]}])
+    settings = {"memr3_answer_continues": True, "memr3_answer_snippets": "all", "memr3_top_k": 1}
+    out, _ = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+    first, second = (r["turn_ids"] for r in out["trace"] if r["node"] == "retrieve")
+    routed, task = str(model.calls[1]["messages"][-1].content), str(model.calls[-1]["messages"][-1].content)
+    assert f"[{first[0]}]" not in routed and f"[{second[0]}]" in routed
+    assert "From earlier steps" in task and f"[{first[0]}]" in task and bullet in task
+    assert out["trace"][-1]["turns_shown"] == second + first
+
+
+def test_off_or_unusable_exchange_means_the_answer_calls_own_prompt(ctx: AllMethodsContext) -> None:
+    answer = {"answer": "Pixel", "supports": []}
+    cases = {
+        "default": ({}, [route("answer"), answer]),
+        "paper": ({"profile": "paper"}, [route("answer"), answer]),
+        "turns not shown": ({"memr3_answer_continues": True, "memr3_answer_snippets": "never"},
+                            [route("answer"), answer]),
+        "notes not shown": ({"memr3_answer_continues": True, "memr3_answer_notes": "ids"}, [route("answer"), answer]),
+        "retried router reply": ({"memr3_answer_continues": True}, ["not json", route("answer"), answer]),
+    }
+    for name, (settings, replies) in cases.items():
+        model = scripted(replies)
+        out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+        assert not any(isinstance(m, AIMessage) for m in model.calls[-1]["messages"]), name
+        assert state.get("memr3_exchange") is None, name
+        assert out["answer"] == "Pixel" and len(router_calls(model)) >= 1, name
+
+
+def test_a_skipped_budget_call_leaves_no_exchange_to_continue(ctx: AllMethodsContext) -> None:
+    settings = {"memr3_answer_continues": True, "memr3_max_iterations": 1, "memr3_skip_forced_router": True}
+    model = scripted([{"answer": "Pixel", "supports": []}])
+    out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+    assert len(model.calls) == 1 and not any(isinstance(m, AIMessage) for m in model.calls[0]["messages"])
+    assert state["memr3_exchange"] is None and out["answer"] == "Pixel"
