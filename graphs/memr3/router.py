@@ -102,18 +102,40 @@ REQUIRED_GAPS_CAP = (3, 100)
 REQUIRED_DRAFT_CHARS = 120
 
 
-def _require(names: tuple[str, ...]) -> Any:
+# memr3_reply_bounds: the router's reply is decoded at about 12 tokens a second on a CPU, and on the decisive rows
+# it was most of MemR3's generated tokens (about 220 a router call): bullets that copy a whole turn, date header
+# included, and long drafts. These caps (items, characters each) bound what a grammar lets it write.
+BOUNDED_EVIDENCE_CAP = (6, 160)
+BOUNDED_GAPS_CAP = (3, 100)
+BOUNDED_TEXT_CHARS = {"retrieval_query": 120, "detailed_answer": 160, "reasoning": 200}
+
+
+def _cap_text(props: dict[str, Any], name: str, chars: int) -> None:
+    for branch in props[name].get("anyOf", [props[name]]):
+        if branch.get("type") == "string":
+            branch["maxLength"] = chars
+
+
+def _bound(props: dict[str, Any]) -> None:
+    for name, (items, chars) in (("evidence", BOUNDED_EVIDENCE_CAP), ("gaps", BOUNDED_GAPS_CAP)):
+        props[name]["maxItems"] = min(items, props[name]["maxItems"])
+        props[name]["items"]["maxLength"] = min(chars, props[name]["items"]["maxLength"])
+    for name, chars in BOUNDED_TEXT_CHARS.items():
+        _cap_text(props, name, chars)
+
+
+def _require(names: tuple[str, ...], bounded: bool = False) -> Any:
     def extra(schema: dict[str, Any]) -> None:
         schema["required"] = list(names)
         props = schema["properties"]
+        if bounded:
+            _bound(props)
         for name, (items, chars) in (("evidence", REQUIRED_EVIDENCE_CAP), ("gaps", REQUIRED_GAPS_CAP)):
             if name in names:
                 props[name]["maxItems"] = items
                 props[name]["items"]["maxLength"] = chars
         if "detailed_answer" in names:
-            for branch in props["detailed_answer"].get("anyOf", [props["detailed_answer"]]):
-                if branch.get("type") == "string":
-                    branch["maxLength"] = REQUIRED_DRAFT_CHARS
+            _cap_text(props, "detailed_answer", REQUIRED_DRAFT_CHARS)
 
     return extra
 
@@ -125,19 +147,22 @@ def required_fields(allowed: tuple[str, ...], require_tracker: bool, require_dra
 
 
 def router_schema(allowed: tuple[str, ...], require_tracker: bool = False,
-                  require_draft: bool = False) -> type[RouterReply]:
-    """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint)."""
+                  require_draft: bool = False, bounded: bool = False) -> type[RouterReply]:
+    """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint); `bounded`:
+    the tighter length caps of memr3_reply_bounds."""
     names = required_fields(allowed, require_tracker, require_draft)
+    custom = names != ("decision",) or bounded
     return create_model(
         "RouterDecision",
         __base__=RouterReply,
-        __config__=ConfigDict(json_schema_extra=_require(names)) if names != ("decision",) else None,
+        __config__=ConfigDict(json_schema_extra=_require(names, bounded)) if custom else None,
         decision=(str, Field(json_schema_extra={"enum": list(allowed)})),
     )
 
 
-_SCHEMAS = {(a, req, draft): router_schema(a, req, draft) for a in [DECISIONS, *((d,) for d in DECISIONS)]
-            for req in (False, True) for draft in (False, True)}
+_SCHEMAS = {(a, req, draft, bounded): router_schema(a, req, draft, bounded)
+            for a in [DECISIONS, *((d,) for d in DECISIONS)]
+            for req in (False, True) for draft in (False, True) for bounded in (False, True)}
 
 
 def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
@@ -229,7 +254,7 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     sent = router_messages(ctx, directive, values)
     res = call_structured(
         get_chat_model(ctx), sent,
-        _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router],
+        _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router, ctx.memr3_reply_bounds],
         node="router",
         method=ctx.structured_method, max_tokens=400,
     )

@@ -84,6 +84,13 @@ class MemR3Settings:
     memr3_answer_continues: bool = setting(
         False, "MemR3: the answer call continues the router's last exchange (its prompt and reply) with the answer "
                "instructions, so a prompt cache computes only the new message (false = the paper's answer prompt)")
+    # Issue 34 (spec: no length limits; our schema's caps were 6 bullets of 300 characters, 6 gaps of 200, texts of
+    # 200 to 300). A router reply is decoded token by token, about 12 a second on a CPU. True: the grammar allows
+    # 6 bullets of 160 characters, 3 gaps of 100, a query of 120, a draft of 160 and reasoning of 200 (router.py,
+    # BOUNDED_*): room for a fact with its turn id and date, not for a copied turn. False = the earlier caps.
+    memr3_reply_bounds: bool = setting(
+        False, "MemR3: tighter length caps on the router's reply (6 bullets of 160 characters, 3 gaps of 100, short "
+               "texts), so it decodes fewer tokens (false = the earlier caps)")
     # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
     # with memr3_answer_snippets = always (or all) the answer call reads the same latest turns and the evidence so far
     # itself. True: that router call is not made (the trace's router record says skipped_call and why); the

@@ -73,3 +73,19 @@ def test_a_skipped_budget_call_leaves_no_exchange_to_continue(ctx: AllMethodsCon
     out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
     assert len(model.calls) == 1 and not any(isinstance(m, AIMessage) for m in model.calls[0]["messages"])
     assert state["memr3_exchange"] is None and out["answer"] == "Pixel"
+
+
+def test_reply_bounds_tighten_the_routers_grammar(ctx: AllMethodsContext) -> None:
+    def caps(settings: dict) -> dict:
+        model = scripted([route("answer"), {"answer": "Pixel", "supports": []}])
+        run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+        props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
+        texts = {k: next(b["maxLength"] for b in props[k]["anyOf"] if b.get("type") == "string")
+                 for k in ("retrieval_query", "detailed_answer", "reasoning")}
+        return {"evidence": (props["evidence"]["maxItems"], props["evidence"]["items"]["maxLength"]),
+                "gaps": (props["gaps"]["maxItems"], props["gaps"]["items"]["maxLength"]), **texts}
+
+    assert caps({}) == {"evidence": (6, 300), "gaps": (6, 200), "retrieval_query": 200, "detailed_answer": 300,
+                        "reasoning": 300}
+    assert caps({"memr3_reply_bounds": True}) == {"evidence": (6, 160), "gaps": (3, 100), "retrieval_query": 120,
+                                                  "detailed_answer": 160, "reasoning": 200}
