@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
+from pydantic import ConfigDict
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.budget import pack
@@ -39,6 +40,23 @@ from recollect.steps import (
     workspace,
 )
 from recollect.trace import emit
+
+# memr3_reply_bounds: the answer call's grammar caps. Unbounded, the 1.5B model sometimes listed a dozen supports,
+# each a whole turn line, until the call's 120 tokens ran out; a support needs only its turn id.
+BOUNDED_ANSWER_CHARS = 150
+BOUNDED_SUPPORTS = (6, 16)  # items, characters each ("[D12:34]" and room for a longer foreign id)
+
+
+class BoundedAnswerReply(AnswerReply):
+    """AnswerReply with the length caps of memr3_reply_bounds in its schema (validation does not enforce them)."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _bound_answer(schema))
+
+
+def _bound_answer(schema: dict[str, Any]) -> None:
+    props = schema["properties"]
+    props["answer"]["maxLength"] = BOUNDED_ANSWER_CHARS
+    props["supports"]["maxItems"], props["supports"]["items"]["maxLength"] = BOUNDED_SUPPORTS
 
 
 def snippets_for_answer(state: MemR3State, ctx: MemR3Context) -> list[dict[str, Any]]:
@@ -127,7 +145,8 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         else:
             sent = answer_messages(ctx, values, shown if show_turns else None, n_snippets, notes)
             layout = "own prompt"
-        res = call_structured(get_chat_model(ctx), sent, AnswerReply, node="answer", method=ctx.structured_method,
+        schema = BoundedAnswerReply if ctx.memr3_reply_bounds else AnswerReply
+        res = call_structured(get_chat_model(ctx), sent, schema, node="answer", method=ctx.structured_method,
                               max_tokens=120)
         reply = res.value
         replied = clean_answer(reply.answer) if reply else ""

@@ -41,11 +41,15 @@ def router_budget_prompt(ctx: MemR3Context) -> str:
     return load_prompt(P, "router_system")
 
 
-def router_messages(ctx: MemR3Context, directive: str, values: dict[str, str]) -> list:
-    """`values`: question, evidence, gaps, snippets, reasoning, prior_query (rendered text)."""
+def router_messages(ctx: MemR3Context, directive: str, values: dict[str, str], forced_note: str | None = None) -> list:
+    """`values`: question, evidence, gaps, snippets, reasoning, prior_query (rendered text). `forced_note`
+    (memr3_stable_router_system): the forced decision's directive, said after the question instead of in the
+    system message, so the system message and the snippets stay a prefix the next call can reuse."""
     if not ctx.memr3_prefix_layout:
         system = render_prompt(P, "router_system", directive=directive)
-        return messages(system, render_prompt(P, "router_user", **values))
+        user = render_prompt(P, "router_user", **values)
+        return messages(system, f"{user}\n\n{render_prompt(P, 'forced_note', directive=forced_note)}"
+                        if forced_note else user)
     head = render_prompt(P, "head", question=values["question"], snippets=values["snippets"])
     # The question again right before the reply: the paper's prompts end with it, and the small model answers
     # what it read last; these few tokens come after the shared prefix, so they cost nothing in reuse.

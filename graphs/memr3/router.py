@@ -240,6 +240,11 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         render_prompt("memr3", "directive_forced", decision=forced) if forced
         else load_prompt("memr3", "directive_normal")
     )
+    # memr3_stable_router_system: the system message keeps the normal directive, the forced one ends the user message
+    stable = ctx.memr3_stable_router_system and not ctx.memr3_prefix_layout
+    forced_note = directive if stable and forced else None
+    if stable:
+        directive = load_prompt("memr3", "directive_normal")
     if budget_call and ctx.memr3_skip_forced_router and ctx.memr3_answer_snippets in ("always", "all"):
         return _skipped_budget_call(state, iteration)
     queries = state.get("memr3_queries") or []
@@ -251,7 +256,7 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "reasoning": state.get("memr3_reasoning") or "(none)",
         "prior_query": queries[-1] if queries else "(none)",
     }
-    sent = router_messages(ctx, directive, values)
+    sent = router_messages(ctx, directive, values, forced_note)
     res = call_structured(
         get_chat_model(ctx), sent,
         _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router, ctx.memr3_reply_bounds],

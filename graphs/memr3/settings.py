@@ -91,6 +91,15 @@ class MemR3Settings:
     memr3_reply_bounds: bool = setting(
         False, "MemR3: tighter length caps on the router's reply (6 bullets of 160 characters, 3 gaps of 100, short "
                "texts), so it decodes fewer tokens (false = the earlier caps)")
+    # Issue 34 (spec: the forced decision is announced with the router's instructions, = false). In the paper layout
+    # the decision directive sits in the router's system message, before the snippets, so a call after `reflect`
+    # (forced to retrieve, same snippets) shares only the instructions before the directive with the call before
+    # it (about 160 tokens) and computes the snippets again. True: the system message always holds the normal
+    # directive, and a forced decision's directive ends the user message (`forced_note`); the schema's enum still
+    # allows only the forced decision. The call after `reflect` then reuses the system message and the snippets.
+    memr3_stable_router_system: bool = setting(
+        False, "MemR3: keep the router's system message the same on every call and say a forced decision at the end "
+               "of the user message, so a prompt cache reuses the snippets after reflect (false = the spec's layout)")
     # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
     # with memr3_answer_snippets = always (or all) the answer call reads the same latest turns and the evidence so far
     # itself. True: that router call is not made (the trace's router record says skipped_call and why); the

@@ -1,6 +1,6 @@
-"""MemR3's answer call as the continuation of the router's exchange (memr3_answer_continues): the router's
-messages and reply resent unchanged, so a prompt cache computes only the new message; the answer call sees
-what its own prompt would have shown."""
+"""MemR3's calls laid out for a prompt cache and bounded in what they decode (issue 34): the answer call as the
+continuation of the router's exchange (memr3_answer_continues), the router's system message kept the same
+(memr3_stable_router_system), and the reply grammars' caps (memr3_reply_bounds)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from recollect.graphs.memr3.graph import graph
 from recollect.graphs.registry import AllMethodsContext
 from recollect.llm.scripted import scripted
 from tests.helpers import run_graph
-from tests.methods.memr3.test_graph import Q, route, router_calls, with_model
+from tests.methods.memr3.test_graph import Q, decision_enum, route, router_calls, with_model
 
 CAT = "Ann adopted a grey cat named Pixel from the shelter"
 
@@ -89,3 +89,33 @@ def test_reply_bounds_tighten_the_routers_grammar(ctx: AllMethodsContext) -> Non
                         "reasoning": 300}
     assert caps({"memr3_reply_bounds": True}) == {"evidence": (6, 160), "gaps": (3, 100), "retrieval_query": 120,
                                                   "detailed_answer": 160, "reasoning": 200}
+
+
+
+def test_reply_bounds_cap_the_answer_calls_supports(ctx: AllMethodsContext) -> None:
+    for bounded, expected in ((False, (None, None, None)), (True, (150, 6, 16))):
+        model = scripted([route("answer"), {"answer": "Pixel", "supports": ["[D1:1] 8 May | Ann: a long line"]}])
+        out, _ = run_graph(graph, with_model(ctx, model, memr3_reply_bounds=bounded), "ns", Q)
+        props = model.calls[-1]["kwargs"]["response_format"]["schema"]["properties"]
+        caps = (props["answer"].get("maxLength"), props["supports"].get("maxItems"),
+                props["supports"]["items"].get("maxLength"))
+        assert caps == expected and out["supports"] == ["D1:1"]
+
+
+def test_a_stable_system_message_keeps_the_snippets_a_prefix_after_reflect(ctx: AllMethodsContext) -> None:
+    replies = [route("reflect", reasoning="combine the dates"), route("retrieve", retrieval_query="kayak"),
+               route("answer"), {"answer": "Pixel", "supports": []}]
+    model = scripted(replies)
+    run_graph(graph, with_model(ctx, model, memr3_stable_router_system=True), "ns", Q)
+    after_reflect, forced = router_calls(model)[:2]
+    assert after_reflect["messages"][0].content == forced["messages"][0].content  # one system message
+    assert "must choose" not in forced["messages"][0].content
+    first_user, forced_user = str(after_reflect["messages"][1].content), str(forced["messages"][1].content)
+    snippets_end = first_user.index("Evidence so far")
+    assert forced_user[:snippets_end] == first_user[:snippets_end]  # the snippets: a reusable prefix
+    assert forced_user.rstrip().endswith('This step you must choose "retrieve". No other decision is allowed.')
+    assert decision_enum(forced) == ["retrieve"]
+
+    spec = scripted(replies)
+    run_graph(graph, with_model(ctx, spec), "ns", Q)
+    assert 'must choose "retrieve"' in router_calls(spec)[1]["messages"][0].content  # the spec's layout
