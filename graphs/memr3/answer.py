@@ -93,16 +93,26 @@ def answer_turns(state: MemR3State, ctx: MemR3Context, evidence_ids: list[str],
     return out + [([tid], line) for tid, line in cited.kept], len(snippets.kept)
 
 
-def continued_answer(state: MemR3State, ctx: MemR3Context, exchange: dict[str, Any],
-                     shown: list[tuple[list[str], str]]) -> tuple[list[Any], list[tuple[list[str], str]]]:
+def continued_answer(state: MemR3State, ctx: MemR3Context, exchange: dict[str, Any], shown: list[tuple[list[str], str]],
+                     n_snippets: int) -> tuple[list[Any], list[tuple[list[str], str]]]:
     """The continued answer call's messages (memr3_answer_continues) and the turns it sees. `shown` is what the
-    answer call's own prompt would show; the router's prompt held the latest retrieval's snippets, so the new
-    message adds the rest of `shown` (earlier retrievals' snippets, cited turns) and the evidence carried beside
-    the router's reply, in that order, to the prompt budget."""
+    answer call's own prompt would show (its first `n_snippets` are snippets, the rest cited turns). The router's
+    prompt held the latest retrieval's snippets, so the new message adds, to the prompt budget: with
+    memr3_answer_snippets = all, the earlier retrievals' snippets in the order they were made (the first one
+    searched with the question alone, so it goes first where the budget cuts), then the cited turns not among
+    them, then the evidence carried beside the router's reply."""
     latest = [(list(s["turn_ids"]), s["text"]) for s in state.get("memr3_snippets") or []]
-    seen = {t for ids, _ in latest for t in ids}
-    extra = [(ids, text) for ids, text in shown if not set(ids) <= seen]
-    lines = extra + [([], note) for note in exchange.get("carried") or []]
+    seen_chunks = {s["chunk_id"] for s in state.get("memr3_snippets") or []}
+    earlier: list[tuple[list[str], str]] = []
+    if ctx.memr3_answer_snippets == "all":
+        for retrieval in (state.get("memr3_retrievals") or [])[:-1]:
+            for snippet in retrieval:
+                if snippet["chunk_id"] not in seen_chunks:
+                    seen_chunks.add(snippet["chunk_id"])
+                    earlier.append((list(snippet["turn_ids"]), snippet["text"]))
+    seen = {t for ids, _ in latest + earlier for t in ids}
+    cited = [(ids, text) for ids, text in shown[n_snippets:] if not set(ids) <= seen]
+    lines = earlier + cited + [([], note) for note in exchange.get("carried") or []]
     fixed = estimate_tokens(continued_answer_budget_text(exchange, state["question"])) + 150
     kept = pack(lines, ctx.max_prompt_tokens - fixed, lambda line: estimate_tokens(line[1]), keep_first=False).kept
     sent = continued_answer_messages(exchange, state["question"], [text for _, text in kept])
@@ -140,7 +150,7 @@ def answer(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
     else:
         exchange = state.get("memr3_exchange") if show_turns and notes else None
         if exchange:
-            sent, shown = continued_answer(state, ctx, exchange, shown)
+            sent, shown = continued_answer(state, ctx, exchange, shown, n_snippets)
             layout = "continues the router's exchange"
         else:
             sent = answer_messages(ctx, values, shown if show_turns else None, n_snippets, notes)

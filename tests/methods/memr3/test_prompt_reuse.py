@@ -119,3 +119,15 @@ def test_a_stable_system_message_keeps_the_snippets_a_prefix_after_reflect(ctx: 
     spec = scripted(replies)
     run_graph(graph, with_model(ctx, spec), "ns", Q)
     assert 'must choose "retrieve"' in router_calls(spec)[1]["messages"][0].content  # the spec's layout
+
+
+def test_earlier_retrievals_come_in_the_order_they_were_made(ctx: AllMethodsContext) -> None:
+    """The first retrieval searched with the question alone, so where the budget cuts it is kept first."""
+    model = scripted([route("retrieve", retrieval_query="kayak"), route("retrieve", retrieval_query="violin"),
+                      route("answer"), {"answer": "Pixel", "supports": []}])
+    settings = {"memr3_answer_continues": True, "memr3_answer_snippets": "all", "memr3_top_k": 1}
+    out, _ = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
+    first, second, third = (r["turn_ids"] for r in out["trace"] if r["node"] == "retrieve")
+    task = str(model.calls[-1]["messages"][-1].content)
+    assert task.index(f"[{first[0]}]") < task.index(f"[{second[0]}]") and f"[{third[0]}]" not in task
+    assert out["trace"][-1]["turns_shown"] == third + first + second
