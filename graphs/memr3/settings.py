@@ -30,9 +30,12 @@ class MemR3Settings:
     # does (evidence-only measured 0.0 F1 against RAG's 0.33 on the memr3_vs_rag slice).
     # "all" (issue 35): every retrieval's snippets, the latest first, then the cited turns, to the prompt
     # budget: a re-retrieval masks what was shown, so with "always" the answer call of a question that looped
-    # no longer sees the first retrieval's turns (rag's) unless the evidence cites them.
+    # no longer sees the first retrieval's turns (rag's) unless the evidence cites them. Default "all" since
+    # 2026-11-28 (with memr3_answer_continues, which adds the earlier retrievals' turns to its new message, the
+    # question's own search first): on 66 decisive questions +5.4 [+1.1, +10.8] F1 over "always"; on the
+    # questions that looped 8.3 -> 31.9 (benchmarks/reports/eval_decisive/memr3_answer_all.md).
     memr3_answer_snippets: Literal["never", "when_thin", "always", "all"] = setting(
-        "always", "MemR3: show the answer call the turns behind the evidence: the latest retrieval's (always), "
+        "all", "MemR3: show the answer call the turns behind the evidence: the latest retrieval's (always), "
                   "every retrieval's (all), only when the evidence is thin, or none (never = the spec)",
         paper="never")
     # Issue 35 (spec: the answer call reads the evidence bullets and the draft, = "text"). On the decisive rows
@@ -81,16 +84,19 @@ class MemR3Settings:
     # and the question. The server's prompt cache then computes only that last message. Used only where the
     # answer call reads the turns and the notes (memr3_answer_snippets not never, memr3_answer_notes text) in
     # the paper layout; otherwise, or after a retried or skipped router call, the answer call is as before.
+    # Default true since 2026-11-28, with memr3_reply_bounds and memr3_stable_router_system: on 56 decisive
+    # questions computed prompt tokens 4,568 -> 2,176 a question, F1 -3.3 [-10.7, +3.6]
+    # (benchmarks/reports/eval_decisive/memr3_prompt_reuse.md).
     memr3_answer_continues: bool = setting(
-        False, "MemR3: the answer call continues the router's last exchange (its prompt and reply) with the answer "
-               "instructions, so a prompt cache computes only the new message (false = the paper's answer prompt)")
+        True, "MemR3: the answer call continues the router's last exchange (its prompt and reply) with the answer "
+               "instructions, so a prompt cache computes only the new message (false = the paper's answer prompt)", paper=False)
     # Issue 34 (spec: no length limits; our schema's caps were 6 bullets of 300 characters, 6 gaps of 200, texts of
     # 200 to 300). A router reply is decoded token by token, about 12 a second on a CPU. True: the grammar allows
     # 6 bullets of 160 characters, 3 gaps of 100, a query of 120, a draft of 160 and reasoning of 200 (router.py,
     # BOUNDED_*): room for a fact with its turn id and date, not for a copied turn. False = the earlier caps.
     memr3_reply_bounds: bool = setting(
-        False, "MemR3: tighter length caps on the router's reply (6 bullets of 160 characters, 3 gaps of 100, short "
-               "texts), so it decodes fewer tokens (false = the earlier caps)")
+        True, "MemR3: tighter length caps on the router's reply (6 bullets of 160 characters, 3 gaps of 100, short "
+               "texts), so it decodes fewer tokens (false = the earlier caps)", paper=False)
     # Issue 34 (spec: the forced decision is announced with the router's instructions, = false). In the paper layout
     # the decision directive sits in the router's system message, before the snippets, so a call after `reflect`
     # (forced to retrieve, same snippets) shares only the instructions before the directive with the call before
@@ -98,8 +104,8 @@ class MemR3Settings:
     # directive, and a forced decision's directive ends the user message (`forced_note`); the schema's enum still
     # allows only the forced decision. The call after `reflect` then reuses the system message and the snippets.
     memr3_stable_router_system: bool = setting(
-        False, "MemR3: keep the router's system message the same on every call and say a forced decision at the end "
-               "of the user message, so a prompt cache reuses the snippets after reflect (false = the spec's layout)")
+        True, "MemR3: keep the router's system message the same on every call and say a forced decision at the end "
+               "of the user message, so a prompt cache reuses the snippets after reflect (false = the spec's layout)", paper=False)
     # Issue 34: the last allowed router call is forced to answer, so its decision is known before it is made;
     # with memr3_answer_snippets = always (or all) the answer call reads the same latest turns and the evidence so far
     # itself. True: that router call is not made (the trace's router record says skipped_call and why); the

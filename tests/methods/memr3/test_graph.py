@@ -285,7 +285,7 @@ def test_router_schema_caps_free_text_so_a_grammar_cannot_loop(ctx: AllMethodsCo
     assert props["evidence"]["maxItems"] == 4 and props["evidence"]["items"]["maxLength"] == 160
     assert props["gaps"]["maxItems"] == 3 and props["gaps"]["items"]["maxLength"] == 100
     model = scripted([route("answer"), ANSWER])
-    run_graph(graph, with_model(ctx, model, memr3_require_tracker=False), "ns", Q)
+    run_graph(graph, with_model(ctx, model, memr3_require_tracker=False, memr3_reply_bounds=False), "ns", Q)
     props = router_calls(model)[0]["kwargs"]["response_format"]["schema"]["properties"]
     assert props["evidence"]["maxItems"] == 6 and props["evidence"]["items"]["maxLength"] == 300
 
@@ -312,7 +312,9 @@ def test_router_schema_requires_the_tracker_before_the_decision(ctx: AllMethodsC
 def test_answer_snippets_setting(ctx: AllMethodsContext, mode: str) -> None:
     # the router answers with evidence that cites a shown turn but misses the fact; only the snippets hold it
     model = scripted([route("answer", evidence=["[D1:2] Bob plays violin"]), {"answer": "Pixel", "supports": ["D1:1"]}])
-    out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=mode, memr3_top_k=50), "ns", Q)
+    # the answer call's own prompt (test_prompt_reuse.py covers the continued one)
+    settings = {"memr3_answer_snippets": mode, "memr3_top_k": 50, "memr3_answer_continues": False}
+    out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
     prompt = str(model.calls[-1]["messages"][-1].content)
     assert ("grey cat named Pixel" in prompt) is (mode == "always")  # "when_thin": the evidence is not thin
     assert "[D1:2] Bob plays violin" in prompt
@@ -337,7 +339,8 @@ def answers_only_from(fact: str, answer: str) -> Any:
 @pytest.mark.parametrize("mode", ["never", "when_thin", "always"])
 def test_answer_comes_from_the_snippets_when_the_router_gave_no_evidence(ctx: AllMethodsContext, mode: str) -> None:
     model = scripted(default=answers_only_from("grey cat named Pixel", "Pixel"))
-    out, state = run_graph(graph, with_model(ctx, model, memr3_answer_snippets=mode), "ns", Q)
+    settings = {"memr3_answer_snippets": mode, "memr3_answer_continues": False}  # the answer call's own prompt
+    out, state = run_graph(graph, with_model(ctx, model, **settings), "ns", Q)
     assert state["evidence"] == []
     if mode == "never":  # the spec: the answer call sees the (empty) evidence only
         assert out["answer"] == "No information available" and out["supports"] == []

@@ -32,6 +32,7 @@ def common_prefix(a: str, b: str) -> str:
 
 
 def run(ctx: AllMethodsContext, replies: list[Any], **kw: Any) -> tuple[dict[str, Any], Any]:
+    kw.setdefault("memr3_answer_continues", False)  # the paper layout's own answer prompt, compared with the prefix one
     model = scripted(replies)
     out, _ = run_graph(graph, with_model(ctx, model, **kw), "ns", Q)
     return out, model

@@ -52,7 +52,7 @@ def test_what_the_router_was_not_shown_comes_in_the_new_message(ctx: AllMethodsC
 def test_off_or_unusable_exchange_means_the_answer_calls_own_prompt(ctx: AllMethodsContext) -> None:
     answer = {"answer": "Pixel", "supports": []}
     cases = {
-        "default": ({}, [route("answer"), answer]),
+        "off": ({"memr3_answer_continues": False}, [route("answer"), answer]),
         "paper": ({"profile": "paper"}, [route("answer"), answer]),
         "turns not shown": ({"memr3_answer_continues": True, "memr3_answer_snippets": "never"},
                             [route("answer"), answer]),
@@ -85,9 +85,9 @@ def test_reply_bounds_tighten_the_routers_grammar(ctx: AllMethodsContext) -> Non
         return {"evidence": (props["evidence"]["maxItems"], props["evidence"]["items"]["maxLength"]),
                 "gaps": (props["gaps"]["maxItems"], props["gaps"]["items"]["maxLength"]), **texts}
 
-    assert caps({}) == {"evidence": (6, 300), "gaps": (6, 200), "retrieval_query": 200, "detailed_answer": 300,
+    assert caps({"memr3_reply_bounds": False}) == {"evidence": (6, 300), "gaps": (6, 200), "retrieval_query": 200, "detailed_answer": 300,
                         "reasoning": 300}
-    assert caps({"memr3_reply_bounds": True}) == {"evidence": (6, 160), "gaps": (3, 100), "retrieval_query": 120,
+    assert caps({}) == {"evidence": (6, 160), "gaps": (3, 100), "retrieval_query": 120,
                                                   "detailed_answer": 160, "reasoning": 200}
 
 
@@ -106,7 +106,7 @@ def test_a_stable_system_message_keeps_the_snippets_a_prefix_after_reflect(ctx: 
     replies = [route("reflect", reasoning="combine the dates"), route("retrieve", retrieval_query="kayak"),
                route("answer"), {"answer": "Pixel", "supports": []}]
     model = scripted(replies)
-    run_graph(graph, with_model(ctx, model, memr3_stable_router_system=True), "ns", Q)
+    run_graph(graph, with_model(ctx, model), "ns", Q)  # on by default
     after_reflect, forced = router_calls(model)[:2]
     assert after_reflect["messages"][0].content == forced["messages"][0].content  # one system message
     assert "must choose" not in forced["messages"][0].content
@@ -117,7 +117,7 @@ def test_a_stable_system_message_keeps_the_snippets_a_prefix_after_reflect(ctx: 
     assert decision_enum(forced) == ["retrieve"]
 
     spec = scripted(replies)
-    run_graph(graph, with_model(ctx, spec), "ns", Q)
+    run_graph(graph, with_model(ctx, spec, memr3_stable_router_system=False), "ns", Q)
     assert 'must choose "retrieve"' in router_calls(spec)[1]["messages"][0].content  # the spec's layout
 
 
