@@ -203,7 +203,7 @@ def markdown(rep: dict[str, Any]) -> str:
 
 
 def _max_rounds_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-rounds", type=int, default=None, help="override mra_max_rounds (default: the spec's 8)")
+    p.add_argument("--max-rounds", type=int, default=None, help="override mra_max_rounds (default: the setting's, 2; the spec: 8)")
 
 
 def main() -> None:

@@ -20,12 +20,12 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.graphs.mragent.cues import STOPWORDS, cue_norm, fallback_cues
+from recollect.graphs.mragent.final import exchange, forced_reply
 from recollect.graphs.mragent.layout import turn_of
-from recollect.graphs.mragent.prompting import Rendered, final_prompt, navigate_prompt
+from recollect.graphs.mragent.prompting import Rendered, navigate_prompt
 from recollect.graphs.mragent.protocol import (
     NAVIGATE_MAX_TOKENS,
     NAVIGATE_MAX_TOKENS_UNBOUNDED,
@@ -36,9 +36,7 @@ from recollect.graphs.mragent.protocol import (
     parse_reply,
 )
 from recollect.graphs.mragent.schemas import (
-    BoundedFinalReply,
     BoundedQuestionCuesReply,
-    FinalReply,
     NavigateJSON,
     QuestionCuesReply,
 )
@@ -49,7 +47,7 @@ from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
 from recollect.graphs.mragent.tools import ToolContext, error_result, execute, structured_tools
 from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured, invoke_counted, json_objects
+from recollect.llm.structured import call_structured, invoke_counted
 from recollect.llm.usage import merge_usage
 from recollect.prompts import render_prompt
 from recollect.state import InputState, OutputState
@@ -156,6 +154,7 @@ def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str,
         **update,
         "iteration": it,
         "mra_raw_reply": {"content": content, "tool_calls": tool_calls},
+        "mra_exchange": exchange(ctx, shown.prompt, content),
         "usage": usage,
         "trace": emit("navigate", round=it, protocol=ctx.mra_tool_protocol, prompt_tokens=usage.get("prompt_tokens"),
                       native_calls=len(tool_calls), reply=content[:300], kept_in_view=len(state.get("critical_memories") or []),
@@ -301,21 +300,6 @@ def after_tools(state: MRAgentState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def _forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, Any, dict[str, Any], str]:
-    """The forced final call: one call, no retry (the loop's max_rounds LLM calls include it)."""
-    shown = final_prompt(state, ctx, g)
-    schema = BoundedFinalReply if ctx.mra_reply_bounds else FinalReply
-    msg, usage = invoke_counted(json_bound(get_chat_model(ctx), ctx, schema, 200),
-                                [HumanMessage(content=shown.prompt)], "answer")
-    content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
-    for obj in json_objects(content):
-        try:
-            return shown, FinalReply.model_validate(obj), usage, content
-        except ValidationError:
-            continue
-    return shown, None, usage, content
-
-
 def _short_span(text: str, max_words: int) -> bool:
     """An answer the span rewrite can only restate: at most `max_words` words and no digit (0: none is)."""
     return 0 < len(text.split()) <= max_words and not any(ch.isdigit() for ch in text)
@@ -334,7 +318,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
     if draft:
         text, cited, conf = draft, list(state.get("supports") or []), state.get("mra_confidence")
     else:
-        shown, reply, usage, content = _forced_reply(state, ctx, g)
+        shown, reply, usage, content, layout = forced_reply(state, ctx, g)
         update = _shown_update(state, shown)
         visible += shown.visible
         shown_turns += update["masks"]
@@ -343,7 +327,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         else:
             text, cited, conf = NO_INFO, [], None
             note = {"fallback": True, "raw": content[:300]}
-        note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown)
+        note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown, answer_prompt=layout)
     supports = map_supports(cited, visible, g.turns)
     draft_text = text
     if ctx.mra_answer_rewrite and text and not is_no_info(text) and _short_span(text, ctx.mra_rewrite_skip_words):

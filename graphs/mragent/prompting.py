@@ -230,6 +230,14 @@ def navigate_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) ->
 def final_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> Rendered:
     """The forced final prompt: H first, then tool results newest round first (raw turns, dates,
     persona facts), then the seed — as much as fits."""
+    rendered, lines = final_evidence(state, ctx, g)
+    rendered.prompt = render_prompt(P, "final_answer", evidence="\n".join(lines) or "(none)",
+                                    question=state["question"], answer_rules=load_prompt(P, "answer_rules"))
+    return rendered
+
+
+def final_evidence(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> tuple[Rendered, list[str]]:
+    """The forced final prompt's memory lines under its budget (no prompt text yet), and what they show."""
     pieces = dict(question=state["question"], answer_rules=load_prompt(P, "answer_rules"))
     fixed = estimate_tokens(render_prompt(P, "final_answer", evidence="", **pieces))
     rendered = Rendered()
@@ -250,5 +258,4 @@ def final_prompt(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> Re
             if tid is not None and not out.turn(lines, tid, line):
                 rendered.not_shown.append(tid)
     rendered.not_shown += cut
-    rendered.prompt = render_prompt(P, "final_answer", evidence="\n".join(lines) or "(none)", **pieces)
-    return _finish(rendered)
+    return _finish(rendered), lines

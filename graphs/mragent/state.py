@@ -27,3 +27,5 @@ class MRAgentState(MemoryState):
     mra_calls_total: NotRequired[int]
     mra_confidence: NotRequired[float | None]
     mra_forced_final: NotRequired[bool]
+    # the last navigate call's prompt and reply, which the final answer call continues (mra_answer_continues)
+    mra_exchange: NotRequired[dict[str, Any] | None]

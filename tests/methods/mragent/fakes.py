@@ -165,6 +165,9 @@ def ingest_model(**kw: Any) -> ScriptedChatModel:
     return ScriptedChatModel(default=IngestFake(invent_id=kw.get("invent_id", False), **kw_rewrite))
 
 
+PAPER_LOOP = {"mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False}
+
+
 def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, namespace: str = "ns",
            model: ScriptedChatModel | None = None, **ctx_kw: Any) -> tuple[AllMethodsContext, Any]:
     conv = make_conversation(sessions or SESSIONS, captions={"D1:1": "a grey cat on a sofa"})
@@ -175,6 +178,10 @@ def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, n
     # lexical cues (test_compact.py) and the turns as sentences (test_sentences.py) have their own tests.
     ctx_kw.setdefault("mra_ingest_cues", "llm")
     ctx_kw.setdefault("mra_ingest_sentences", "llm")
+    # The loop behaviours are the paper's loop (8 rounds, tools bound, the final call's own prompt); the cost
+    # defaults that shorten it have their own tests (test_answer_continues.py).
+    for name, value in PAPER_LOOP.items():
+        ctx_kw.setdefault(name, value)
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, **ctx_kw)
     reports = ingest_conversation(conv, namespace, ctx, methods=["mragent"])
     return ctx, reports[-1]
@@ -184,6 +191,9 @@ def draft_of(prompt: str) -> str:
     """The draft answer a rewrite prompt shows."""
     found = re.search(r"^Draft answer: (.*)$", prompt, re.M)
     return found[1].strip() if found else ""
+
+
+CONTINUED = "No more tool calls"  # prompts/mragent/final_continue.md
 
 
 class QuestionModel:
@@ -204,6 +214,8 @@ class QuestionModel:
 
     def reply(self, messages: list, kwargs: dict[str, Any]) -> Any:
         prompt = str(messages[0].content)
+        # a continued final call (mra_answer_continues) resends the navigate exchange, then its own message
+        prompt = next((str(m.content) for m in messages[1:] if str(m.content).startswith(CONTINUED)), prompt)
         kind, value = self._dispatch(prompt)
         self.kinds.append(kind)
         if callable(value) and not isinstance(value, dict):
@@ -221,7 +233,7 @@ class QuestionModel:
             return "tag_score", self.tag_score
         if prompt.startswith("You answer a question about a long conversation"):
             return "navigate", self.navigate.pop(0) if self.navigate else self.navigate_default
-        if prompt.startswith("Answer the question from the memories"):
+        if prompt.startswith(("Answer the question from the memories", CONTINUED)):
             return "final", self.final
         if prompt.startswith("Rewrite a draft answer"):
             return "rewrite", self.rewrite

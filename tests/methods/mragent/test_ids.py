@@ -17,7 +17,7 @@ from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.memory.workspace import open_workspace
 from tests.helpers import run_graph
-from tests.methods.mragent.fakes import QuestionModel, ingest_model
+from tests.methods.mragent.fakes import PAPER_LOOP, QuestionModel, ingest_model
 
 LOCOMO = {"D1:1", "D1:2", "D1:12", "D3:12"}
 
@@ -70,7 +70,7 @@ def own_ids(data_dir: str) -> AllMethodsContext:
     model = ingest_model()
     conv = _conversation()
     model.default.sessions = conv.sessions  # the compact prompt numbers the turns; the fake maps them back
-    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_cues="llm")
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, mra_ingest_cues="llm", **PAPER_LOOP)
     report = ingest_conversation(conv, "ns", ctx, methods=["mragent"])[-1]
     assert not [f for f in report.fallbacks if "unknown" in f]
     return ctx
