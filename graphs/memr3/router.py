@@ -21,7 +21,7 @@ from recollect.graphs.memr3.nodes import opportunity
 from recollect.graphs.memr3.settings import MemR3Context
 from recollect.graphs.memr3.state import MemR3State
 from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured
+from recollect.llm.structured import call_structured, resolve_method
 from recollect.prompts import load_prompt, render_prompt
 from recollect.steps import bullets
 from recollect.trace import emit
@@ -140,29 +140,64 @@ def _require(names: tuple[str, ...], bounded: bool = False) -> Any:
     return extra
 
 
+# memr3_decision_fields: the one free-text field each decision's step reads; the others are never read.
+DECISION_FIELD = {"retrieve": "retrieval_query", "reflect": "reasoning", "answer": "detailed_answer"}
+
+
+def _one_branch_per_decision(schema: dict[str, Any]) -> None:
+    """Replace an object schema by one branch per allowed decision, each with the decision as a constant, the
+    tracker's lists and only that decision's own text field (memr3_decision_fields). A grammar built from it
+    lets the reply write no field its decision does not read; the required properties stay as they were."""
+    props = schema["properties"]
+    required = list(schema.get("required", ["decision"]))
+    branches = []
+    for decision in props["decision"]["enum"]:
+        names = ["evidence", "gaps", "decision", DECISION_FIELD[decision]]
+        branch_props = {n: ({"const": decision} if n == "decision" else props[n]) for n in names}
+        branches.append({"type": "object", "properties": branch_props,
+                         "required": [n for n in required if n in branch_props], "additionalProperties": False})
+    title = schema.get("title", "RouterDecision")
+    schema.clear()
+    schema.update({"title": title, "anyOf": branches})
+
+
 def required_fields(allowed: tuple[str, ...], require_tracker: bool, require_draft: bool) -> tuple[str, ...]:
     """The properties a router reply must write, in order; ("decision",) is the schema's own default."""
     names = TRACKER_FIRST if require_tracker else ("decision",)
     return names + (("detailed_answer",) if require_draft and "answer" in allowed else ())
 
 
-def router_schema(allowed: tuple[str, ...], require_tracker: bool = False,
-                  require_draft: bool = False, bounded: bool = False) -> type[RouterReply]:
+def router_schema(allowed: tuple[str, ...], require_tracker: bool = False, require_draft: bool = False,
+                  bounded: bool = False, per_decision: bool = False) -> type[RouterReply]:
     """The reply model whose JSON schema lists only the allowed decisions (sent to the endpoint); `bounded`:
-    the tighter length caps of memr3_reply_bounds."""
+    the tighter length caps of memr3_reply_bounds; `per_decision`: one branch per decision with only the text
+    field it reads (memr3_decision_fields). Validation stays the lenient RouterReply's either way."""
     names = required_fields(allowed, require_tracker, require_draft)
-    custom = names != ("decision",) or bounded
+    require = _require(names, bounded) if names != ("decision",) or bounded else None
+
+    def extra(schema: dict[str, Any]) -> None:
+        if require is not None:
+            require(schema)
+        if per_decision:
+            _one_branch_per_decision(schema)
+
     return create_model(
         "RouterDecision",
         __base__=RouterReply,
-        __config__=ConfigDict(json_schema_extra=_require(names, bounded)) if custom else None,
+        __config__=ConfigDict(json_schema_extra=extra) if require is not None or per_decision else None,
         decision=(str, Field(json_schema_extra={"enum": list(allowed)})),
     )
 
 
-_SCHEMAS = {(a, req, draft, bounded): router_schema(a, req, draft, bounded)
+_SCHEMAS = {(a, req, draft, bounded, per): router_schema(a, req, draft, bounded, per)
             for a in [DECISIONS, *((d,) for d in DECISIONS)]
-            for req in (False, True) for draft in (False, True) for bounded in (False, True)}
+            for req in (False, True) for draft in (False, True) for bounded in (False, True) for per in (False, True)}
+
+
+def per_decision_schema(ctx: MemR3Context, model: Any) -> bool:
+    """memr3_decision_fields applies where the reply is held to the schema by a grammar (llama.cpp's json_object
+    with a schema): a hosted endpoint's structured output may refuse a schema whose root is a union."""
+    return ctx.memr3_decision_fields and resolve_method(model, ctx.structured_method) == "json_object_schema"
 
 
 def _skipped_budget_call(state: MemR3State, iteration: int) -> dict[str, Any]:
@@ -257,9 +292,11 @@ def router(state: MemR3State, runtime: Runtime[MemR3Context]) -> dict[str, Any]:
         "prior_query": queries[-1] if queries else "(none)",
     }
     sent = router_messages(ctx, directive, values, forced_note)
+    model = get_chat_model(ctx)
     res = call_structured(
-        get_chat_model(ctx), sent,
-        _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router, ctx.memr3_reply_bounds],
+        model, sent,
+        _SCHEMAS[allowed, ctx.memr3_require_tracker, ctx.memr3_answer_from_router, ctx.memr3_reply_bounds,
+                 per_decision_schema(ctx, model)],
         node="router",
         method=ctx.structured_method, max_tokens=400,
     )

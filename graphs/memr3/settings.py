@@ -103,6 +103,15 @@ class MemR3Settings:
     # it (about 160 tokens) and computes the snippets again. True: the system message always holds the normal
     # directive, and a forced decision's directive ends the user message (`forced_note`); the schema's enum still
     # allows only the forced decision. The call after `reflect` then reuses the system message and the snippets.
+    # Issue 34 (spec: one reply object with every field optional). On the decisive tapes (152 router replies at
+    # main's defaults, 2026-11-28) the 1.5B model wrote the fields of other decisions beside its own: a
+    # retrieval_query on a reflect or answer decision, a reasoning on an answer. About 56 of a reply's 112 tokens
+    # went to fields the graph never reads. True: where a grammar holds the reply to its schema, the schema has
+    # one branch per allowed decision with only the text field that decision reads (retrieve: retrieval_query,
+    # reflect: reasoning, answer: detailed_answer) beside the evidence and gaps lists.
+    memr3_decision_fields: bool = setting(
+        True, "MemR3: the router's reply schema lets each decision write only the text field it reads, so a "
+              "grammar-held reply decodes no unread field (false = every field optional, as the spec)", paper=False)
     memr3_stable_router_system: bool = setting(
         True, "MemR3: keep the router's system message the same on every call and say a forced decision at the end "
                "of the user message, so a prompt cache reuses the snippets after reflect (false = the spec's layout)", paper=False)

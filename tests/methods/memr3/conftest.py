@@ -14,8 +14,9 @@ from tests.methods.memr3.test_graph import TOPICS
 def ctx(data_dir: str) -> AllMethodsContext:
     conv = make_conversation([[("Ann", t) for t in TOPICS[:4]], [("Bob", t) for t in TOPICS[4:]]],
                              captions={"D1:1": "a grey cat on a sofa"})
-    # The spec's answer step (no span rewrite): these tests count and script every call.
+    # The spec's answer step (no span rewrite): these tests count and script every call. They read the router's
+    # schema as one object; test_decision_fields.py covers the default's one branch per decision.
     c = AllMethodsContext(data_dir=data_dir, memr3_chunk_tokens=20, memr3_top_k=2, memr3_rerank="none",
-                          memr3_answer_rewrite=False)
+                          memr3_answer_rewrite=False, memr3_decision_fields=False)
     ingest_conversation(conv, "ns", c, methods=["memr3"])
     return c
