@@ -9,6 +9,7 @@ Three settings make the answer rest on what the loop saw rather than only on the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -64,9 +65,13 @@ def snippets_for_answer(state: MemR3State, ctx: MemR3Context) -> list[dict[str, 
     every retrieval's, the latest retrieval first (each in its rank order), each chunk once."""
     if ctx.memr3_answer_snippets != "all":
         return list(state.get("memr3_snippets") or [])
-    seen: set[str] = set()
+    return each_chunk_once(reversed(state.get("memr3_retrievals") or []), set())
+
+
+def each_chunk_once(retrievals: Iterable[list[dict[str, Any]]], seen: set[str]) -> list[dict[str, Any]]:
+    """The retrievals' snippets in the order given, each chunk once and none of `seen` (which gains them)."""
     out: list[dict[str, Any]] = []
-    for retrieval in reversed(state.get("memr3_retrievals") or []):
+    for retrieval in retrievals:
         for snippet in retrieval:
             if snippet["chunk_id"] not in seen:
                 seen.add(snippet["chunk_id"])
@@ -105,11 +110,8 @@ def continued_answer(state: MemR3State, ctx: MemR3Context, exchange: dict[str, A
     seen_chunks = {s["chunk_id"] for s in state.get("memr3_snippets") or []}
     earlier: list[tuple[list[str], str]] = []
     if ctx.memr3_answer_snippets == "all":
-        for retrieval in (state.get("memr3_retrievals") or [])[:-1]:
-            for snippet in retrieval:
-                if snippet["chunk_id"] not in seen_chunks:
-                    seen_chunks.add(snippet["chunk_id"])
-                    earlier.append((list(snippet["turn_ids"]), snippet["text"]))
+        earlier = [(list(s["turn_ids"]), s["text"])
+                   for s in each_chunk_once((state.get("memr3_retrievals") or [])[:-1], seen_chunks)]
     seen = {t for ids, _ in latest + earlier for t in ids}
     cited = [(ids, text) for ids, text in shown[n_snippets:] if not set(ids) <= seen]
     lines = earlier + cited + [([], note) for note in exchange.get("carried") or []]

@@ -36,15 +36,16 @@ def _list_cap(items: int, chars: int) -> dict[str, Any]:
     return {"maxItems": items, "items": {"type": "string", "maxLength": chars}}
 
 
-def _text_cap(chars: int) -> Any:
+def _cap_string(schema: dict[str, Any], chars: int) -> None:
     """maxLength on the string branch of an optional string (a grammar ignores it beside `anyOf`)."""
+    for branch in schema.get("anyOf", [schema]):
+        if branch.get("type") == "string":
+            branch["maxLength"] = chars
 
-    def extra(schema: dict[str, Any]) -> None:
-        for branch in schema.get("anyOf", [schema]):
-            if branch.get("type") == "string":
-                branch["maxLength"] = chars
 
-    return extra
+def _text_cap(chars: int) -> Any:
+    """A field's json_schema_extra that caps its string branch at `chars`."""
+    return lambda schema: _cap_string(schema, chars)
 
 
 class RouterReply(BaseModel):
@@ -110,18 +111,13 @@ BOUNDED_GAPS_CAP = (3, 100)
 BOUNDED_TEXT_CHARS = {"retrieval_query": 120, "detailed_answer": 160, "reasoning": 200}
 
 
-def _cap_text(props: dict[str, Any], name: str, chars: int) -> None:
-    for branch in props[name].get("anyOf", [props[name]]):
-        if branch.get("type") == "string":
-            branch["maxLength"] = chars
-
 
 def _bound(props: dict[str, Any]) -> None:
     for name, (items, chars) in (("evidence", BOUNDED_EVIDENCE_CAP), ("gaps", BOUNDED_GAPS_CAP)):
         props[name]["maxItems"] = min(items, props[name]["maxItems"])
         props[name]["items"]["maxLength"] = min(chars, props[name]["items"]["maxLength"])
     for name, chars in BOUNDED_TEXT_CHARS.items():
-        _cap_text(props, name, chars)
+        _cap_string(props[name], chars)
 
 
 def _require(names: tuple[str, ...], bounded: bool = False) -> Any:
@@ -135,7 +131,7 @@ def _require(names: tuple[str, ...], bounded: bool = False) -> Any:
                 props[name]["maxItems"] = items
                 props[name]["items"]["maxLength"] = chars
         if "detailed_answer" in names:
-            _cap_text(props, "detailed_answer", REQUIRED_DRAFT_CHARS)
+            _cap_string(props["detailed_answer"], REQUIRED_DRAFT_CHARS)
 
     return extra
 

@@ -32,8 +32,8 @@ class MemR3Settings:
     # budget: a re-retrieval masks what was shown, so with "always" the answer call of a question that looped
     # no longer sees the first retrieval's turns (rag's) unless the evidence cites them. Default "all" since
     # 2026-11-28 (with memr3_answer_continues, which adds the earlier retrievals' turns to its new message, the
-    # question's own search first): on 66 decisive questions +5.4 [+1.1, +10.8] F1 over "always"; on the
-    # questions that looped 8.3 -> 31.9 (benchmarks/reports/eval_decisive/memr3_answer_all.md).
+    # question's own search first): on 79 decisive questions +4.8 [+1.1, +9.4] F1 over "always"; on the
+    # 17 questions that looped 12.4 -> 34.6 (benchmarks/reports/eval_decisive/memr3_answer_all.md).
     memr3_answer_snippets: Literal["never", "when_thin", "always", "all"] = setting(
         "all", "MemR3: show the answer call the turns behind the evidence: the latest retrieval's (always), "
                   "every retrieval's (all), only when the evidence is thin, or none (never = the spec)",
