@@ -50,7 +50,8 @@ def scripted_model() -> Any:
         text = str(messages[-1].content)
         if title == "SummaryReply":
             return {"items": [{"text": f"{s}: {t}", "turn_ids": [i]} for i, s, t in _LINE.findall(text)[:8]]}
-        return {"LightReply": {"finished": 2, "answer": ""}, "SelectReply": {"selected": [0, 1, 2]},
+        return {"LightReply": {"finished": 2, "answer": ""}, "LightTurnsReply": {"finished": 2, "answer": ""},
+                "SelectReply": {"selected": [0, 1, 2]},
                 "DeepReply": {"answer": "scripted", "supports": []}, "ReflectReply": {"finished": 1}}[title]
 
     return ScriptedChatModel(default=reply)

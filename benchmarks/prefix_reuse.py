@@ -218,6 +218,12 @@ class HyMemPolicy:
             if step == "answer" and used:
                 return {"finished": 0, "answer": self.keyword, "used": used[:3]}
             return {"finished": 2, "answer": "", "used": []}
+        if kind == "LightTurnsReply":  # the light call reads turns (hymem_light_turn_tokens)
+            step = self.light.pop(0) if self.light else "insufficient"
+            ids = [tid for tid, rest in _turn_lines(text) if _mentions(rest, self.keyword)]
+            if step == "answer" and ids:
+                return {"finished": 0, "answer": self.keyword, "used": ids[:3]}
+            return {"finished": 2, "answer": "", "used": []}
         if kind == "SelectReply":
             return {"selected": self._mentioning(text)[:5] or [0, 1]}
         if kind == "DeepReply":
@@ -393,7 +399,7 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
        "mragent": {"mra_prefix_layout": False, "mra_rewrite_skip_words": 0, "mra_preselect": "llm_union",
                    "mra_tag_score": "llm", "mra_stop_on_repeat": False, "mra_reply_bounds": False,
                    "mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False},
-       "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10},
+       "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10, "hymem_light_turn_tokens": 0},
        # No layout setting: successive rounds show different memories (each round's new ones were never
        # shown, the kept ones are the model's pick), so there is little to share beyond what the
        # static-first prompt already shares (graphs/mgretrieval/README.md, "Prompt layout").

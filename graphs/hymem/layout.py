@@ -23,9 +23,9 @@ from recollect.steps import messages
 P = "hymem"
 # Each call's head template (the question, then the call's memory) and the value of the paper's template
 # that holds that memory; the head's placeholder for it is the template's own (`lines`, `context`, `answer`).
-_HEAD = {"light": ("head_summaries", "context"), "deep_select": ("head_summaries", "lines"),
+_HEAD = {"light": ("head_summaries", "context"), "light_turns": ("head_turns", "context"), "deep_select": ("head_summaries", "lines"),
          "deep_answer": ("head_sessions", "context"), "reflect": ("head_answer", "answer")}
-_SLOT = {"head_summaries": "lines", "head_sessions": "context", "head_answer": "answer"}
+_SLOT = {"head_summaries": "lines", "head_turns": "lines", "head_sessions": "context", "head_answer": "answer"}
 
 
 def budget_prompt(ctx: HyMemContext, name: str) -> str:

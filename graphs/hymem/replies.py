@@ -52,6 +52,20 @@ class LightReply(BaseModel):
     used: IntList = Field(default_factory=list)
 
 
+class LightTurnsReply(BaseModel):
+    """The light reply when the call reads turns (`hymem_light_turn_tokens`): as `LightReply`, but `used` holds
+    the turn ids the answer rests on (matched against the shown turns in `light`)."""
+
+    finished: Annotated[Literal[0, 2], BeforeValidator(as_int_or_raw)]
+    answer: Text = ""
+    used: list[str] = Field(default_factory=list)
+
+    @field_validator("used", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> Any:
+        return id_items(v)
+
+
 class SelectReply(BaseModel):
     """Indices into one batch. Non-integers are dropped here; range and duplicates in `deep`."""
 

@@ -21,6 +21,18 @@ class HyMemSettings:
     # rag's budget. On 24 decisive questions: gold turns shown 47 -> 58 %, F1 +2.6 [-7.2, +13.4], 550 more
     # prompt tokens per question (benchmarks/reports/eval_decisive/hymem_light_k30.md).
     hymem_light_k: int = setting(30, "HyMem: summaries shown to the light answer", ge=1, paper=10)
+    # Issue 35: on the decisive rows HyMem's light path lost 13 F1 points to rag on the same questions (78
+    # questions: 33.8 against 47.0): a summary written by the 1.5B model drops the date, name or object the
+    # question asks for, or attaches it to the wrong person, and the light call answers from those words alone;
+    # and ranking summaries reaches fewer gold turns than ranking turns (no model, 119 questions: the raw turns
+    # of the best summaries hold 41 % of the gold turns within 1,280 tokens, the best turns by cosine and BM25
+    # fused 70 % with their session headers). >0: the light call reads the best-ranked turns, grouped by session
+    # under its date, within this many tokens of memory (1280 = rag's answer prompt, 5 chunks of 256 tokens:
+    # both compared at the same answer-prompt budget; light_turns.py) and cites turn ids; `hymem_light_k` is
+    # then unused, and the deep path still selects summaries. 0 = the spec (the top `hymem_light_k` summaries).
+    hymem_light_turn_tokens: int = setting(
+        1280, "HyMem: the light call reads the best-ranked turns, grouped by session, within this many tokens "
+              "of memory (0 = the top hymem_light_k summaries only, the spec)", ge=0, paper=0)
     hymem_deep_n: int = setting(30, "HyMem: Level-1 summaries the deep path selects from", ge=1)
     hymem_deep_batch: int = setting(50, "HyMem: summaries per deep selection batch (d)", ge=1)
     hymem_parallel_batches: bool = setting(True, "HyMem: run deep selection batches in parallel")

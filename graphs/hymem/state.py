@@ -16,6 +16,7 @@ class HyMemState(MemoryState):
     """The `hymem` graph's state."""
 
     hymem_status: NotRequired[str | None]
+    # the summary ids the light call read (with hymem_light_turn_tokens: the turn ids)
     hymem_light_ids: NotRequired[list[str]]
     hymem_deep_candidates: NotRequired[list[str]]
     hymem_selected_ids: NotRequired[list[str]]

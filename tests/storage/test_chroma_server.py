@@ -57,7 +57,7 @@ def reader(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     answer = found.group(1) if found else "No information available"
     if title.startswith("RouterDecision"):
         return {"evidence": [], "gaps": [], "decision": "answer", "detailed_answer": answer}
-    if title == "LightReply":
+    if title in ("LightReply", "LightTurnsReply"):  # the light call reads summaries or turns
         return {"finished": 0 if found else 2, "answer": answer if found else "", "used": [0]}
     return {"answer": answer, "supports": []}
 

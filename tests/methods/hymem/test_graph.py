@@ -70,7 +70,7 @@ DEEP_OK = {"answer": "Pixel", "supports": ["D1:1"]}
 
 
 def model(**replies: Any) -> ScriptedChatModel:
-    defaults = {"LightReply": LIGHT_OK, "SelectReply": {"selected": [0]}, "DeepReply": DEEP_OK,
+    defaults = {"LightReply": LIGHT_OK, "LightTurnsReply": LIGHT_OK, "SelectReply": {"selected": [0]}, "DeepReply": DEEP_OK,
                 "ReflectReply": SATISFIED}
     return ScriptedChatModel(default=Fake(**{**defaults, **replies}))
 
@@ -87,6 +87,9 @@ def ctx(data_dir: str) -> AllMethodsContext:
 
 
 def run(ctx: AllMethodsContext, m: ScriptedChatModel, question: str = Q, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One question; the light call reads summaries (the spec's, `hymem_light_turn_tokens=0`) unless overridden:
+    these tests are about the summaries, test_light_turns.py about the turns."""
+    overrides.setdefault("hymem_light_turn_tokens", 0)
     return run_graph(graph, ctx.with_overrides(chat_model=m, **overrides), "ns", question)
 
 
@@ -524,6 +527,7 @@ def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
 
 def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, ReflectReply={"finished": 0, "new_question": "rewritten"})
+    ctx = ctx.with_overrides(hymem_light_turn_tokens=0)
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 40}
     g.invoke({"namespace": "ns", "question": Q}, config, context=ctx.with_overrides(chat_model=m))
