@@ -393,7 +393,7 @@ def _lcp(a: str, b: str) -> int:
 GRAPHS = ("memr3", "mragent", "hymem", "mgretrieval")
 OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False, "memr3_require_tracker": False,
                  "memr3_answer_continues": False, "memr3_stable_router_system": False, "memr3_reply_bounds": False,
-                 "memr3_answer_snippets": "always", "memr3_decision_fields": False},
+                 "memr3_answer_snippets": "always", "memr3_decision_fields": False, "memr3_max_iterations": 5},
        # (mragent's seed, repeat and bound settings and hymem_light_k: issues 34 and 35 changed the calls a question
        # makes and what they show, not how their prompts are laid out)
        "mragent": {"mra_prefix_layout": False, "mra_rewrite_skip_words": 0, "mra_preselect": "llm_union",

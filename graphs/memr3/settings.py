@@ -17,7 +17,13 @@ from recollect.settings import Context, setting
 class MemR3Settings:
     """MemR3's own hyper-parameters (`memr3_*`)."""
 
-    memr3_max_iterations: int = setting(5, "MemR3: router calls per question (n_max)", ge=1, le=50)
+    # Issue 34 (paper: 5). On the decisive tape of ce2f8f21 the questions that used all 5 router calls (13 of 95)
+    # took about 53 s and 6,200 computed prompt tokens each, three retrievals of about 1,400 tokens, and scored
+    # below rag on them (30.0 against 38.3 F1). At 3 the third call is the budget call, skipped
+    # (memr3_skip_forced_router), and the answer reads two retrievals' turns: on 108 decisive questions F1
+    # -0.16 [-2.2, +1.9], computed prompt tokens 2,403 -> 2,268 and calls 2.69 -> 2.44 a question
+    # (benchmarks/reports/eval_decisive/memr3_max_iterations3.md).
+    memr3_max_iterations: int = setting(3, "MemR3: router calls per question (n_max)", ge=1, le=50, paper=5)
     memr3_max_reflect_streak: int = setting(
         1, "MemR3: reflect decisions in a row before retrieval is forced (n_cap)", ge=0)
     memr3_max_retrieval_attempts: int = setting(

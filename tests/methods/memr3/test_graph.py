@@ -529,3 +529,14 @@ def test_otherwise_the_answer_call_is_made(ctx: AllMethodsContext, on: bool, dra
     out, _ = run_graph(graph, with_model(ctx, model, memr3_answer_from_router=on), "ns", Q)
     assert len(model.calls) == calls and out["answer"] == "Pixel"
     assert out["trace"][-1]["answer_from"] == "answer call"
+
+
+def test_three_router_calls_by_default_and_five_in_the_paper(ctx: AllMethodsContext) -> None:
+    assert AllMethodsContext().memr3_max_iterations == 3 and AllMethodsContext(profile="paper").memr3_max_iterations == 5
+    model = ScriptedChatModel(default=lambda messages, kwargs: {"evidence": [], "gaps": ["more"], "decision": "retrieve",
+                                                                "retrieval_query": "more", "answer": "x",
+                                                                "supports": []})
+    out, _ = run_graph(graph, ctx.with_overrides(chat_model=model, memr3_max_iterations=3), "ns", "What did Ann adopt?")
+    routers = [r for r in out["trace"] if r["node"] == "router"]
+    assert len(routers) == 3 and routers[-1]["decision"] == "answer" and routers[-1]["forced"] == "answer"
+    assert len([c for c in model.calls if "RouterDecision" in json.dumps(c["kwargs"].get("response_format"))]) <= 3
