@@ -22,7 +22,13 @@ from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.mragent.cues import STOPWORDS, cue_norm, fallback_cues
+from recollect.graphs.mragent.cues import (
+    STOPWORDS,
+    cue_norm,
+    fallback_cues,
+    lexical_question_cues,
+    question_window,
+)
 from recollect.graphs.mragent.final import exchange, forced_reply
 from recollect.graphs.mragent.layout import turn_of
 from recollect.graphs.mragent.prompting import Rendered, navigate_prompt
@@ -81,8 +87,10 @@ def _shown_update(state: MRAgentState, shown: Rendered) -> dict[str, Any]:
 
 def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
-    _graph(ctx, state["namespace"])  # a namespace with no graph fails here, before any LLM call
+    g = _graph(ctx, state["namespace"])  # a namespace with no graph fails here, before any LLM call
     question = state["question"]
+    if ctx.mra_question_cues == "lexical":
+        return _lexical_cues(g, question)
     res = call_structured(
         get_chat_model(ctx), [HumanMessage(content=render_prompt(P, "question_cues", question=question))],
         BoundedQuestionCuesReply if ctx.mra_reply_bounds else QuestionCuesReply, node="extract_cues",
@@ -102,19 +110,29 @@ def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[
         toks = [t for t in fallback_cues(question, 12) if t.lower() not in STOPWORDS]
         cues = [{"cue": t, "alternatives": []} for t in toks]
         window = None
-    seen = [cue_norm(c["cue"]) for c in cues if cue_norm(c["cue"])]
     return {
-        "mra_cues": cues,
-        "mra_time_window": window,
-        "mra_seen_cues": seen,
-        "iteration": 0,
-        "mra_calls_total": 0,
-        "mra_forced_final": False,
-        "draft_answer": None,
+        **_start(cues, window),
         "usage": res.usage,
         "trace": emit("extract_cues", cues=[c["cue"] for c in cues],
                       alternatives={c["cue"]: c["alternatives"] for c in cues}, time_window=window, **note),
     }
+
+
+def _start(cues: list[dict[str, Any]], window: list[str] | None) -> dict[str, Any]:
+    """The question's cues and window, and the loop's counters reset."""
+    return {"mra_cues": cues, "mra_time_window": window,
+            "mra_seen_cues": [n for c in cues if (n := cue_norm(c["cue"]))], "iteration": 0, "mra_calls_total": 0,
+            "mra_forced_final": False, "draft_answer": None}
+
+
+def _lexical_cues(g: CueTagGraph, question: str) -> dict[str, Any]:
+    """mra_question_cues = lexical: the question's content words and their forms in the memory, no call."""
+    cues = lexical_question_cues(question, g.vocabulary)
+    window = parse_window(question_window(question))
+    return {**_start(cues, window), "usage": {},
+            "trace": emit("extract_cues", cues=[c["cue"] for c in cues],
+                          alternatives={c["cue"]: c["alternatives"] for c in cues}, time_window=window,
+                          skipped_call="mra_question_cues=lexical")}
 
 
 def seed(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:

@@ -87,6 +87,7 @@ def _critical(out: _Out, critical: list[dict[str, Any]]) -> str:
 def _seed(out: _Out, seed: dict[str, Any]) -> str:
     parts = []
     for key, title in (("time_events", "Events in the question's time window"), ("key_events", "Key events"),
+                       ("ranked_turns", "Turns most similar to the question"),
                        ("cue_tags", "Cue -> tags (use with query_tag_events)"),
                        ("cue_tag_events", "Events from strongly matching cue tags"), ("topics", "Similar topics")):
         lines: list[str] = []

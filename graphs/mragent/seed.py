@@ -25,6 +25,7 @@ from recollect.graphs.mragent.tools import tool_catalog
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens, merge_usage
+from recollect.memory.turn_ranking import ranked_turns
 from recollect.prompts import load_prompt, render_prompt
 from recollect.trace import emit
 
@@ -32,7 +33,7 @@ P = "mragent"
 SEED_SHARE = 0.6  # of the navigate prompt's room for memories; the rest is for H and tool results
 _MMDD = re.compile(r"\b(\d{1,2})-(\d{1,2})\b")
 _ISO = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b")
-SEED_SECTIONS = ("time_events", "key_events", "cue_tag_events")  # the sections holding raw turns
+SEED_SECTIONS = ("time_events", "key_events", "ranked_turns", "cue_tag_events")  # the sections holding raw turns
 
 
 def parse_window(text: str) -> list[str] | None:
@@ -225,6 +226,15 @@ def _paths(g: CueTagGraph, ctx: MRAgentContext, question: str, cues: list[dict[s
     return found, usage, records
 
 
+def _ranked_turns(g: CueTagGraph, ctx: MRAgentContext, question: str, taken: set[str]) -> list[str]:
+    """mra_seed_ranked_turns: the turns most relevant to the question (cosine and BM25 fused) not yet taken."""
+    n = ctx.mra_seed_ranked_turns
+    if n <= 0 or not question:
+        return []
+    ranked = ranked_turns(g.ws, g.namespace, question, list(g.turns), n + len(taken), "hybrid")
+    return [t for t in ranked if t not in taken][:n]
+
+
 def seed_budget(ctx: MRAgentContext, question: str) -> int:
     """The seed's share of the navigate prompt (the rest is for H and the newest tool results)."""
     overhead = estimate_tokens(load_prompt(P, "navigate") + load_prompt(P, "protocol_json") + tool_catalog()
@@ -261,8 +271,8 @@ def build_seed(
     dropped: list[str] = []
     chosen: list[str] = []
     topic_ids: list[str] = []
-    seed_out: dict[str, Any] = {"path": found["path"], "time_events": [], "key_events": [], "cue_tags": [],
-                                "cue_tag_events": [], "topics": []}
+    seed_out: dict[str, Any] = {"path": found["path"], "time_events": [], "key_events": [], "ranked_turns": [],
+                                "cue_tags": [], "cue_tag_events": [], "topics": []}
 
     for section in ("time_events", "key_events"):
         for e in one_per_origin(g, found[section]):
@@ -275,6 +285,14 @@ def build_seed(
                 continue
             seed_out[section].append(line)
             chosen.append(o)
+    ranked = _ranked_turns(g, ctx, question, set(chosen) | masks)
+    for o in ranked:
+        line = g.raw_line(o)
+        if not fits(line):
+            dropped.append(o)
+            continue
+        seed_out["ranked_turns"].append(line)
+        chosen.append(o)
     expanded_from: list[str] = []
     for cue, kept, scores in tags:
         line = f"{cue} -> {', '.join(kept)}"
@@ -304,7 +322,8 @@ def build_seed(
     records += emit(
         "seed", path=found["path"], why=found["why"], full_matches=found["full"], partial_matches=found["partial"],
         candidates_before_caps=found["pre_n"], key_events=len(seed_out["key_events"]),
-        time_events=len(seed_out["time_events"]), cue_tags=seed_out["cue_tags"], expanded=expanded_from,
+        time_events=len(seed_out["time_events"]), ranked_turns=[ln.split(": ", 1)[0] for ln in seed_out["ranked_turns"]],
+        cue_tags=seed_out["cue_tags"], expanded=expanded_from,
         topics=topic_ids, dropped_for_budget=dropped, seed_turn_ids=chosen,
     )
     reached = list(dict.fromkeys([*found["shown_turn_ids"], *chosen, *dropped]))

@@ -145,6 +145,23 @@ class MRAgentSettings:
     mra_tag_score: Literal["llm", "embedding"] = setting(
         "embedding", "MRAgent: rank a seed cue's tags above mra_tag_max by embedding similarity to the question, "
                      "no call (embedding), or by an LLM scoring call (llm, the paper)", paper="llm")
+    # Issue 34 (the paper: a cue call per question). The call wrote 110 tokens a question (3.8 s of MRAgent's
+    # 20.4 s on the decisive rows, benchmarks/reports/speed/mragent_calls.md), and the memory's cues are the
+    # turns' content words (mra_ingest_cues = lexical) that the question's cues must match. "lexical": the
+    # question's first six content words, each with the memory's other forms of it as alternatives ("paint" ->
+    # "painting"), and the time window of a month or year the question names ("in May 2023"); no call.
+    mra_question_cues: Literal["lexical", "llm"] = setting(
+        "lexical", "MRAgent: the question's cues are its content words and their forms in the memory, no call "
+                   "(lexical), or an LLM cue call (llm, the paper)", paper="llm")
+    # Issue 35 (the paper: the seed is the cue-tag graph's paths only). On the decisive rows MRAgent's largest
+    # leak was retrieval: its seed reached 61 % of the gold turns, rag's one similarity search 70 % (single-hop
+    # 63 vs 80 %), since a cue path only reaches a turn that shares the question's words. N > 0: the seed also
+    # lists the N turns most relevant to the question by cosine and BM25 fused (recollect.memory.turn_ranking,
+    # as HyMem's light call ranks them) that the paths did not reach, under the seed's budget, after the
+    # paths' events. 0 = the paper's seed.
+    mra_seed_ranked_turns: int = setting(
+        8, "MRAgent: turns ranked by cosine and BM25 fused added to the seed after the cue paths' events "
+           "(0 = the paper's seed)", ge=0, paper=0)
 
 
 @dataclass(kw_only=True)

@@ -51,6 +51,8 @@ class CueTagGraph:
         self.cue_sets = {norm: frozenset(entry.get("tokens") or norm.split("_")) for norm, entry in self.cues.items()}
         self._tag_norms = {norm: {cue_norm(t): t for t in entry["tags"]} for norm, entry in self.cues.items()}
         self._rank_cache: dict[tuple[str, str], dict[str, float]] = {}
+        # every token of every cue: the words a question's lexical cue may take another form of
+        self.vocabulary: frozenset[str] = frozenset().union(*self.cue_sets.values())
 
     # --- loading
     @classmethod

@@ -165,7 +165,10 @@ def ingest_model(**kw: Any) -> ScriptedChatModel:
     return ScriptedChatModel(default=IngestFake(invent_id=kw.get("invent_id", False), **kw_rewrite))
 
 
-PAPER_LOOP = {"mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False}
+# the question's cues from the scripted cue call and the seed from the cue paths alone, as the paper; the
+# lexical cues and the ranked seed turns have their own tests (test_question_cues.py)
+PAPER_LOOP = {"mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False,
+              "mra_question_cues": "llm", "mra_seed_ranked_turns": 0}
 
 
 def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, namespace: str = "ns",
