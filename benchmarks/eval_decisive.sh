@@ -5,6 +5,7 @@
 #   benchmarks/eval_decisive.sh                          # continue: reuse current rows, compute the rest
 #   PLAN=1 benchmarks/eval_decisive.sh                   # per graph: rows current / to carry over / to compute, time
 #   METHODS=rag,hymem TIME_BUDGET=140m benchmarks/eval_decisive.sh   # some graphs, stop in time
+#   REUSE=0 benchmarks/eval_decisive.sh                  # every request of a computed question to the model
 #
 # Questions: both dev conversations whole (conv-26, conv-30; namespaces locomo-<id>), categories 1-4, a
 # stratified sample of 120 by category with seed 0 (59 single-hop, 32 temporal, 22 multi-hop, 7
@@ -33,6 +34,9 @@ EXTRA=()
 for kv in ${SETTINGS:-}; do EXTRA+=(--set "$kv"); done
 [ -n "${PLAN:-}" ] && EXTRA+=(--plan)
 [ -n "${TIME_BUDGET:-}" ] && EXTRA+=(--time-budget "$TIME_BUDGET")
+# A computed question takes the taped reply of every request it repeats (only its new requests reach the
+# model): a change to a graph's later calls costs only those. REUSE=0 computes every request.
+[ "${REUSE:-1}" != 0 ] && [ -z "${PLAN:-}" ] && EXTRA+=(--reuse-replies)
 
 .venv/bin/python -m recollect.cli eval --data "$DATA" \
   --methods "$METHODS" --conversations conv-26 conv-30 --categories 1,2,3,4 --sample 120 --seed 0 \

@@ -63,6 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         time_budget_s=budget,
         import_rows=args.import_rows or [],
         tapes=args.tape or [],
+        reuse_replies=args.reuse_replies,
     )
     if args.plan:
         return 0
@@ -117,4 +118,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--tape", nargs="+", metavar="JSONL",
                    help="with --rows: tape files to replay from besides the cache's (benchmarks/llm_tape.py "
                    "recordings)")
+    s.add_argument("--reuse-replies", action="store_true",
+                   help="with --rows: a computed question takes the reply of every request already on the tape "
+                   "(only its new requests reach the model; its seconds count the taped replies' server time); "
+                   "never for speed measurements")
     s.set_defaults(func=cmd_eval)

@@ -218,8 +218,14 @@ def _append_build(rows_dir: Path, entry: dict[str, Any]) -> None:
 def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path, stale_rows: Sequence[dict[str, Any]],
                store: TapeStore, deadline: Deadline, ask: Callable[[str, Question, Any], dict[str, Any]],
                on_text_row: Callable[[dict[str, Any]], None], show_progress: bool,
-               tick: Callable[[str], object] = lambda m: None) -> None:
-    """Carry over and compute every pending row, graph by graph, within the deadline."""
+               tick: Callable[[str], object] = lambda m: None, reuse_replies: bool = False) -> None:
+    """Carry over and compute every pending row, graph by graph, within the deadline.
+
+    `reuse_replies`: a computed question's requests already on the tape are answered from it and only the
+    new ones reach the model (a change that adds or alters a graph's later calls then costs only those). The
+    same request gets the same reply, which is what a carry-over rests on too. The row's seconds add the
+    taped replies' server time (prefill and decode) to the measured wall time, and its provenance counts
+    them (`tape_served_requests`)."""
     builds = estimate.read_builds(rows_dir)
     by_id = {q.id: q for q in plan.questions}
     older = read_ledger(rows_dir, plan.methods)
@@ -253,10 +259,14 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
                 g.carry_failed += 1
             if not deadline.fits(g.seconds_per_question):
                 continue  # no time to compute this one; a later question may still be carried (seconds each)
-            with tape_mode("record"):
+            with tape_mode("prefer" if reuse_replies else "record") as stats:
                 row = ask(g.method, q, mctx)
+            provenance = runtime_provenance()
+            if stats.hits:
+                row["wall_time_s"] = round(float(row.get("wall_time_s") or 0.0) + store.served_seconds(stats.keys), 3)
+                provenance = {**provenance, "tape_served_requests": stats.hits}
             on_text_row(row)
-            append_ledger(rows_dir, ledger_row(row, _asked(q), g.fingerprint, runtime_provenance()))
+            append_ledger(rows_dir, ledger_row(row, _asked(q), g.fingerprint, provenance))
             g.computed += 1
             tick(g.method)
 

@@ -222,12 +222,14 @@ def run_eval(
     time_budget_s: float | None = None,
     import_rows: Sequence[str | Path] = (),
     tapes: Sequence[str | Path] = (),
+    reuse_replies: bool = False,
 ) -> Path:
     """Run the evaluation and write its report folder; returns that folder (default `runs/<run_id>`).
 
     With `rows_dir`, committed text-free rows there are reused while current, carried over by a tape
     replay when stale, and computed otherwise (`recollect.eval.ledger_run`); `plan_only` prints what that
-    would do and calls no model; `time_budget_s` stops starting work that would not finish in time.
+    would do and calls no model; `time_budget_s` stops starting work that would not finish in time;
+    `reuse_replies` serves a computed question's requests that are on the tape from it (`ledger_run`).
     """
     from recollect.eval import report
 
@@ -248,9 +250,9 @@ def run_eval(
     jsonl = out / JSONL_NAME
     if rows_dir is not None:
         return _run_with_ledger(plan, ctx, judge_obj, ids, config, out, Path(rows_dir), concurrency, plan_only,
-                                time_budget_s, import_rows, tapes, show_progress, plots)
-    if plan_only or time_budget_s is not None or import_rows or tapes:
-        raise EvalError("--plan, --time-budget, --import-rows and --tape work with --rows DIR")
+                                time_budget_s, import_rows, tapes, show_progress, plots, reuse_replies)
+    if plan_only or time_budget_s is not None or import_rows or tapes or reuse_replies:
+        raise EvalError("--plan, --time-budget, --import-rows, --tape and --reuse-replies work with --rows DIR")
     _check_dataset(out, plan.dataset_sha256)
     if not resume and jsonl.exists():
         jsonl.unlink()
@@ -295,7 +297,7 @@ def run_eval(
 def _run_with_ledger(plan: Plan, ctx: AllMethodsContext, judge_obj: Any, ids: dict[str, str | None],
                      config: dict[str, Any], out: Path, rows_dir: Path, concurrency: int, plan_only: bool,
                      time_budget_s: float | None, import_rows: Sequence[str | Path], tapes: Sequence[str | Path],
-                     show_progress: bool, plots: bool) -> Path:
+                     show_progress: bool, plots: bool, reuse_replies: bool = False) -> Path:
     """The `--rows` flow: plan from the committed rows, then carry over and compute within the budget."""
     from recollect.eval import ledger_run, report
     from recollect.eval.ledger import read_ledger
@@ -328,7 +330,7 @@ def _run_with_ledger(plan: Plan, ctx: AllMethodsContext, judge_obj: Any, ids: di
             ledger_run.run_graphs(graphs, plan, ctx, rows_dir, stale, store, deadline,
                                   lambda m, q, c: evaluate_pair(m, q, plan, c, judge_obj, ids), on_text_row,
                                   show_progress, tick=lambda m: (bar.set_postfix(method=m, refresh=False),
-                                                                 bar.update(1)))
+                                                                 bar.update(1)), reuse_replies=reuse_replies)
         finally:
             bar.close()
     current = {(g.method, g.fingerprint) for g in graphs}

@@ -97,6 +97,18 @@ class TapeStore:
     def __len__(self) -> int:
         return len(self.replies)
 
+    def served_seconds(self, keys: list[str]) -> float:
+        """The server time (prefill and decode, from each reply's llama.cpp `timings`) of the taped replies
+        under `keys`; a reply without timings (a remote endpoint's) counts 0."""
+        total = 0.0
+        for key in keys:
+            try:
+                timings = json.loads(self.replies[key]["reply"]).get("timings") or {}
+            except (KeyError, ValueError, AttributeError):
+                continue
+            total += (float(timings.get("prompt_ms") or 0.0) + float(timings.get("predicted_ms") or 0.0)) / 1000
+        return total
+
     def mode(self) -> tuple[Mode, TapeStats | None]:
         return _MODE.get() or (self.default_mode, None)
 

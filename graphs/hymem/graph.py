@@ -8,8 +8,10 @@ reflect ─┬─ satisfied, unusable rewrite, last round → answer → END
 `light` answers from the top `hymem_light_k` Level-1 summaries (1 call). `deep` lets the LLM pick
 summaries from the top `hymem_deep_n` (one selection call per batch, batches concurrent) and answers
 from the linked Level-2 sessions (1 call). `reflect` judges the draft and may rewrite the retrieval
-query (1 call, skipped on the last round). `answer` is deterministic. Retrievers (the cosine
-search and the deep selection call, Algorithm 1 line 10) see the current query q_i; generators
+query (1 call, skipped on the last round). `answer` rewrites the answer into a short span (1 call,
+`hymem_answer_rewrite`; none for an answer already that short; the spec's `answer` calls no model).
+Retrievers (the cosine search and the deep selection call, Algorithm 1 line 10) see the current query
+q_i; generators
 always see the original question q0 plus the previous answer (memory pool).
 
 An answer is only ever text a model wrote as its answer: an empty, "no information" or JSON-only
@@ -26,12 +28,14 @@ from typing import Any, Literal
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
+from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.graphs.hymem.common import round_of
 from recollect.graphs.hymem.deep import deep
 from recollect.graphs.hymem.light import light
 from recollect.graphs.hymem.reflect import reflect
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
+from recollect.spans import is_short_span
 from recollect.state import InputState, OutputState
 from recollect.steps import NO_INFO, clean_answer, critical_from_turns, is_no_info, wire_question_lifecycle
 from recollect.trace import emit
@@ -44,6 +48,7 @@ def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     text = draft or NO_INFO
     shown = set(state.get("shown_turn_ids") or [])
     supports = [t for t in state.get("supports") or [] if t in shown] if draft else []
+    critical = critical_from_turns(ctx, state["namespace"], supports)
     status = state.get("hymem_status")
     if not draft:
         why = "no module produced an answer (empty store or nothing retrievable)"
@@ -51,12 +56,23 @@ def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         why = "the light module answered from Level-1 summaries"
     else:
         why = "the deep module answered from Level-2 sessions after: " + (state.get("hymem_light_why") or "?")
+    usage: dict[str, Any] = {}
+    note: dict[str, Any] = {}
+    if draft and ctx.hymem_answer_rewrite and is_short_span(draft, ctx.hymem_rewrite_skip_words):
+        note = {"skipped_call": "rewrite_answer", "skip_reason": f"the answer is already a span of at most "
+                f"{ctx.hymem_rewrite_skip_words} words with no digit (hymem_rewrite_skip_words)"}
+    elif draft and ctx.hymem_answer_rewrite:
+        # Our addition (false = the spec): the span rewrite, shown the turns the answer rests on.
+        rewritten = rewrite_answer(ctx, state["question"], draft, critical[:REWRITE_MEMORIES], node="rewrite_answer")
+        text, usage = rewritten.answer, rewritten.usage
+        note = {"calls": 1, **rewritten.trace_fields(draft)}
     return {
         "answer": text,
         "supports": supports,
-        "critical_memories": critical_from_turns(ctx, state["namespace"], supports),
+        "critical_memories": critical,
+        "usage": usage,
         "trace": emit("answer", answered_by=status if draft else None, why=why, rounds=round_of(state) + 1,
-                      answer=text, supports=supports, calls=0),
+                      answer=text, supports=supports, **{"calls": 0, **note}),
     }
 
 

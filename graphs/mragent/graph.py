@@ -56,6 +56,7 @@ from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured, invoke_counted
 from recollect.llm.usage import merge_usage
 from recollect.prompts import render_prompt
+from recollect.spans import is_short_span
 from recollect.state import InputState, OutputState
 from recollect.steps import (
     NO_INFO,
@@ -318,11 +319,6 @@ def after_tools(state: MRAgentState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
 
 
-def _short_span(text: str, max_words: int) -> bool:
-    """An answer the span rewrite can only restate: at most `max_words` words and no digit (0: none is)."""
-    return 0 < len(text.split()) <= max_words and not any(ch.isdigit() for ch in text)
-
-
 def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     g = _graph(ctx, state["namespace"])
@@ -348,7 +344,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown, answer_prompt=layout)
     supports = map_supports(cited, visible, g.turns)
     draft_text = text
-    if ctx.mra_answer_rewrite and text and not is_no_info(text) and _short_span(text, ctx.mra_rewrite_skip_words):
+    if ctx.mra_answer_rewrite and text and not is_no_info(text) and is_short_span(text, ctx.mra_rewrite_skip_words):
         note.update(skipped_call="rewrite_answer", skip_reason=f"the answer is already a span of at most "
                     f"{ctx.mra_rewrite_skip_words} words with no digit (mra_rewrite_skip_words)")
     elif ctx.mra_answer_rewrite and text and not is_no_info(text):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -352,3 +353,32 @@ def test_a_question_too_long_to_compute_does_not_stop_later_carry_overs(scripted
     meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]
     assert meta["graphs"]["rag"]["carry_failed"] == 1 and meta["graphs"]["rag"]["carried_over_now"] == 4
     assert meta["graphs"]["rag"]["computed_now"] == 0 and meta["partial"] is True
+
+
+def test_reuse_replies_takes_taped_requests_and_asks_only_new_ones(scripted_env: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """--reuse-replies: a computed question's requests on the tape are answered from it (the endpoint is
+    gone here, so only the tape can answer); without it they reach the model and fail."""
+    _run(tmp_path)
+    shutil.rmtree(tmp_path / "rows")  # nothing to reuse or carry: every row is computed again
+    monkeypatch.setenv("RECOLLECT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    get_settings.cache_clear()
+    ctx = AllMethodsContext(data_dir=str(tmp_path / "d"))
+    run_eval(MINI, methods=["rag"], judge="none", out_dir=tmp_path / "out2", ctx=ctx, rows_dir=tmp_path / "rows",
+             show_progress=False, plots=False, reuse_replies=True)
+    rows = read_ledger(tmp_path / "rows", ["rag"])
+    assert len(rows) == 5 and not any(r["error"] for r in rows) and not any(r["carried_over"] for r in rows)
+    assert all(r["provenance"]["tape_served_requests"] >= 1 for r in rows)
+    shutil.rmtree(tmp_path / "rows")
+    run_eval(MINI, methods=["rag"], judge="none", out_dir=tmp_path / "out3", ctx=ctx, rows_dir=tmp_path / "rows",
+             show_progress=False, plots=False)
+    assert all(r["error"] for r in read_ledger(tmp_path / "rows", ["rag"]))
+
+
+def test_served_seconds_are_the_taped_server_time(tmp_path: Path) -> None:
+    from recollect.eval.tape import TapeStore
+
+    store = TapeStore(tmp_path / "tapes")
+    store.replies = {"a": {"reply": json.dumps({"timings": {"prompt_ms": 1500.0, "predicted_ms": 500.0}})},
+                     "b": {"reply": json.dumps({"choices": []})}}
+    assert store.served_seconds(["a", "b", "a"]) == 4.0

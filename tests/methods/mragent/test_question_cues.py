@@ -10,6 +10,7 @@ from recollect.graphs.registry import AllMethodsContext
 from tests.methods.mragent.fakes import QuestionModel, ingest
 from tests.methods.mragent.test_graph import ANSWER, q, run
 
+
 def records_of(trace: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
     return [r for r in trace if r["node"] == node]
 
