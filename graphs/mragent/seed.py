@@ -274,25 +274,21 @@ def build_seed(
     seed_out: dict[str, Any] = {"path": found["path"], "time_events": [], "key_events": [], "ranked_turns": [],
                                 "cue_tags": [], "cue_tag_events": [], "topics": []}
 
+    def take(section: str, turn_id: str) -> None:
+        """The turn's line in `section` if it fits the seed's budget, else noted as dropped for it."""
+        line = g.raw_line(turn_id)
+        if not fits(line):
+            dropped.append(turn_id)
+            return
+        seed_out[section].append(line)
+        chosen.append(turn_id)
+
     for section in ("time_events", "key_events"):
         for e in one_per_origin(g, found[section]):
-            o = g.events[e]["origin"]
-            if o in chosen:
-                continue
-            line = g.raw_line(o)
-            if not fits(line):
-                dropped.append(o)
-                continue
-            seed_out[section].append(line)
-            chosen.append(o)
-    ranked = _ranked_turns(g, ctx, question, set(chosen) | masks)
-    for o in ranked:
-        line = g.raw_line(o)
-        if not fits(line):
-            dropped.append(o)
-            continue
-        seed_out["ranked_turns"].append(line)
-        chosen.append(o)
+            if (o := g.events[e]["origin"]) not in chosen:
+                take(section, o)
+    for o in _ranked_turns(g, ctx, question, set(chosen) | masks):
+        take("ranked_turns", o)
     expanded_from: list[str] = []
     for cue, kept, scores in tags:
         line = f"{cue} -> {', '.join(kept)}"
@@ -308,12 +304,7 @@ def build_seed(
                     continue
                 if len(seed_out["cue_tag_events"]) >= ctx.mra_tool_event_cap:
                     break
-                line = g.raw_line(o)
-                if not fits(line):
-                    dropped.append(o)
-                    continue
-                seed_out["cue_tag_events"].append(line)
-                chosen.append(o)
+                take("cue_tag_events", o)
     for t in found["topics"]:
         line = f"{t}: {g.topics[t]['text']}"
         if fits(line):
