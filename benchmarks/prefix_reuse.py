@@ -398,7 +398,8 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
        # makes and what they show, not how their prompts are laid out)
        "mragent": {"mra_prefix_layout": False, "mra_rewrite_skip_words": 0, "mra_preselect": "llm_union",
                    "mra_tag_score": "llm", "mra_stop_on_repeat": False, "mra_reply_bounds": False,
-                   "mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False},
+                   "mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False,
+                   "mra_question_cues": "llm", "mra_seed_ranked_turns": 0},
        "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10, "hymem_light_turn_tokens": 0},
        # No layout setting: successive rounds show different memories (each round's new ones were never
        # shown, the kept ones are the model's pick), so there is little to share beyond what the

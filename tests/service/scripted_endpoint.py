@@ -23,7 +23,9 @@ ENDING_VALUES = ("answer", "final", "sufficient", "satisfied", "stop", "done")
 
 
 def _answer_for(prompt: str) -> str:
-    asked = re.findall(r"question\W*:\s*(.+)", prompt, flags=re.IGNORECASE)
+    # on one line: a section header that ends in "question:" (e.g. "Turns most similar to the question:")
+    # is not the question
+    asked = re.findall(r"question\W*:[ \t]*(\S.*)", prompt, flags=re.IGNORECASE)
     question = asked[-1].lower() if asked else ""
     for word, answer in ANSWERS.items():
         if word in question:
