@@ -54,7 +54,7 @@ KW = {
 Q = "What did Ann say about fruit?"
 # The spec's retrieval rounds: every improvement of graphs/mgretrieval/DESIGN.md "Retrieval rounds" switched off.
 SPEC: dict[str, Any] = {"mg_assess_grounding": False, "mg_dense_fill": 0, "mg_exhausted_fallback": "stop",
-                        "mg_turn_ranking": "cosine",
+                        "mg_turn_ranking": "cosine", "mg_max_new_per_round": 20,
                         "mg_keep_critical_when_none": False, "mg_rewrite_keep_draft": False}
 ID = re.compile(r"\[(D\d+:\d+)\]")
 

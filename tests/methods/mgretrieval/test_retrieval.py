@@ -72,7 +72,8 @@ def kept_part(prompt: str) -> list[str]:
 def test_defaults_and_spec_values_are_one_value_apart() -> None:
     ctx = AllMethodsContext()
     assert (ctx.mg_assess_grounding, ctx.mg_dense_fill, ctx.mg_exhausted_fallback, ctx.mg_keep_critical_when_none,
-            ctx.mg_rewrite_keep_draft, ctx.mg_turn_ranking) == (True, 20, "dense", True, True, "hybrid")
+            ctx.mg_rewrite_keep_draft, ctx.mg_turn_ranking) == (True, 30, "dense", True, True, "hybrid")
+    assert (ctx.mg_max_new_per_round, AllMethodsContext(profile="paper").mg_max_new_per_round) == (30, 20)
     assert all(getattr(ctx, k) != v for k, v in SPEC.items())
 
 
