@@ -110,7 +110,7 @@ class HyMemSettings:
     # [-0.51, +1.08] for 1.7 s and 0.8 calls more a question; the 1.5B model wrote most sentence drafts back
     # unchanged (benchmarks/reports/eval_decisive/hymem_answer_rewrite.md).
     hymem_answer_rewrite: bool = setting(
-        False, "HyMem: rewrite the answer into a short span with one more call (false = the spec)", paper=False)
+        False, "HyMem: rewrite the answer into a short span with one more call (false = the spec)")
     hymem_rewrite_skip_words: int = setting(
         3, "HyMem: skip the answer rewrite for answers of at most this many words with no digit (0 = never skip)",
         ge=0, paper=0)

@@ -22,8 +22,11 @@ class MemR3Settings:
     # below rag on them (30.0 against 38.3 F1). At 3 the third call is the budget call, skipped
     # (memr3_skip_forced_router), and the answer reads two retrievals' turns: on 108 decisive questions F1
     # -0.16 [-2.2, +1.9], computed prompt tokens 2,403 -> 2,268 and calls 2.69 -> 2.44 a question
-    # (benchmarks/reports/eval_decisive/memr3_max_iterations3.md).
-    memr3_max_iterations: int = setting(3, "MemR3: router calls per question (n_max)", ge=1, le=50, paper=5)
+    # (benchmarks/reports/eval_decisive/memr3_max_iterations3.md). At 2 (since 2026-11-29) one router call
+    # decides, its retrieval's turns go to the answer, and the second (budget) call is skipped: on 120 decisive
+    # questions F1 -0.39 [-2.66, +1.75] against 3, computed prompt tokens 2,282 -> 1,907, completion tokens
+    # 233 -> 210 and calls 2.45 -> 2.23 a question (memr3_max_iterations_2.md).
+    memr3_max_iterations: int = setting(2, "MemR3: router calls per question (n_max)", ge=1, le=50, paper=5)
     memr3_max_reflect_streak: int = setting(
         1, "MemR3: reflect decisions in a row before retrieval is forced (n_cap)", ge=0)
     memr3_max_retrieval_attempts: int = setting(

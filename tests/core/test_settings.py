@@ -142,6 +142,6 @@ def test_settings_command_shows_descriptions(capsys: pytest.CaptureFixture[str])
     assert main(["settings"]) == 0
     out = capsys.readouterr().out.splitlines()
     line = next(x for x in out if x.startswith("memr3_max_iterations"))
-    assert line == "memr3_max_iterations = 3  # MemR3: router calls per question (n_max) (paper: 5)"
+    assert line == "memr3_max_iterations = 2  # MemR3: router calls per question (n_max) (paper: 5)"
     paper = next(x for x in out if x.startswith("hymem_answer_style"))
     assert "(paper: \"full\")" in paper

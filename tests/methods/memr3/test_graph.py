@@ -531,8 +531,8 @@ def test_otherwise_the_answer_call_is_made(ctx: AllMethodsContext, on: bool, dra
     assert out["trace"][-1]["answer_from"] == "answer call"
 
 
-def test_three_router_calls_by_default_and_five_in_the_paper(ctx: AllMethodsContext) -> None:
-    assert AllMethodsContext().memr3_max_iterations == 3 and AllMethodsContext(profile="paper").memr3_max_iterations == 5
+def test_two_router_calls_by_default_and_five_in_the_paper(ctx: AllMethodsContext) -> None:
+    assert AllMethodsContext().memr3_max_iterations == 2 and AllMethodsContext(profile="paper").memr3_max_iterations == 5
     model = ScriptedChatModel(default=lambda messages, kwargs: {"evidence": [], "gaps": ["more"], "decision": "retrieve",
                                                                 "retrieval_query": "more", "answer": "x",
                                                                 "supports": []})
