@@ -106,11 +106,8 @@ class HyMemSettings:
     # call rewrites the answer into a short span with absolute dates, shown the turns it rests on (the shared
     # rewrite of MGRetrieval's last step and MRAgent's mra_answer_rewrite, recollect.answer_rewrite); an answer
     # of at most `hymem_rewrite_skip_words` words with no digit is kept as it is, with no call.
-    # Default false: on all 120 decisive questions (the earlier calls' replies served from the tape) F1 +0.30
-    # [-0.51, +1.08] for 1.7 s and 0.8 calls more a question; the 1.5B model wrote most sentence drafts back
-    # unchanged (benchmarks/reports/eval_decisive/hymem_answer_rewrite.md).
     hymem_answer_rewrite: bool = setting(
-        False, "HyMem: rewrite the answer into a short span with one more call (false = the spec)")
+        True, "HyMem: rewrite the answer into a short span with one more call (false = the spec)", paper=False)
     hymem_rewrite_skip_words: int = setting(
         3, "HyMem: skip the answer rewrite for answers of at most this many words with no digit (0 = never skip)",
         ge=0, paper=0)

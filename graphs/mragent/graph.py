@@ -263,8 +263,6 @@ def route(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, An
         edge = "navigate"
         if not parsed["calls"]:
             info["unusable"] = "no tool call and no answer in the reply"
-    if parsed["form"] is None:  # nothing in the reply could be read, whichever edge follows
-        info.update(fallback=True, unusable="no tool call and no answer in the reply")
     update["trace"] = emit("route", round=rnd, edge=edge, **info)
     return update
 

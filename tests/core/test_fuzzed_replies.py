@@ -145,8 +145,6 @@ def test_every_graph_survives_the_reply_and_records_its_fallbacks(
                 # MRAgent's navigate and continued answer read their replies themselves (not through
                 # call_structured), so the trace's fallback records are what every graph must show
                 assert any(r.get("fallback") for r in state["trace"]), (method, state["trace"])
-                if method == "mragent":
-                    assert [r["node"] for r in state["trace"] if r.get("fallback")][:1] == ["route"], state["trace"]
     finally:
         saver.conn.close()
 
