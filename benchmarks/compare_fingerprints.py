@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -26,24 +27,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def fingerprint_for(graph: str, side: str) -> str:
-    """The fingerprint a side names: `fp:<prefix>` as it is, else this checkout's with those settings."""
+def fingerprint_for(graph: str, side: str) -> tuple[str, ...]:
+    """The fingerprints a side names: `fp:<prefix>` as it is, else this checkout's with those settings (its
+    digest and its legacy one, `Fingerprint.accepted`)."""
     if side.startswith("fp:"):
-        return side[3:]
+        return (side[3:],)
     from recollect.cli_args import _parse_sets
     from recollect.eval.fingerprint import graph_fingerprint
     from recollect.graphs.registry import AllMethodsContext
 
     overrides = _parse_sets(side.split(), [graph])  # as `recollect eval --set` reads them
     ctx = AllMethodsContext().with_overrides(**overrides) if overrides else AllMethodsContext()
-    return graph_fingerprint(graph, ctx).digest
+    return tuple(sorted(graph_fingerprint(graph, ctx).accepted))
 
 
-def side_rows(rows: list[dict[str, Any]], prefix: str) -> dict[str, dict[str, Any]]:
-    fps = {r["fingerprint"] for r in rows if r["fingerprint"].startswith(prefix)}
-    if len(fps) > 1:
-        raise SystemExit(f"error: fingerprint prefix {prefix!r} matches {len(fps)} fingerprints; give more digits")
-    return {r["question_id"]: r for r in rows if r["fingerprint"].startswith(prefix)}
+def side_rows(rows: list[dict[str, Any]], prefixes: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each question's latest row under any of the fingerprints (a prefix may name one only)."""
+    for prefix in prefixes:
+        fps = {r["fingerprint"] for r in rows if r["fingerprint"].startswith(prefix)}
+        if len(fps) > 1:
+            raise SystemExit(f"error: fingerprint prefix {prefix!r} matches {len(fps)} fingerprints; give more digits")
+    return {r["question_id"]: r for r in rows if r["fingerprint"].startswith(tuple(prefixes))}
+
+
+def _named(side: dict[str, dict[str, Any]], prefixes: Sequence[str]) -> str:
+    """The fingerprints the side's rows have (or the prefixes asked for, when none matched)."""
+    return ", ".join(sorted({r["fingerprint"] for r in side.values()}) or prefixes)
 
 
 def cost(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -55,7 +64,7 @@ def cost(rows: list[dict[str, Any]]) -> dict[str, float]:
             "evidence_shown": m("evidence_shown")}
 
 
-def compare(rows: list[dict[str, Any]], before_fp: str, after_fp: str) -> dict[str, Any]:
+def compare(rows: list[dict[str, Any]], before_fp: Sequence[str], after_fp: Sequence[str]) -> dict[str, Any]:
     from recollect.eval.intervals import bootstrap_mean, verdict
 
     before, after = side_rows(rows, before_fp), side_rows(rows, after_fp)
@@ -64,9 +73,9 @@ def compare(rows: list[dict[str, Any]], before_fp: str, after_fp: str) -> dict[s
     f1a = [float(after[q].get("locomo_f1") or 0.0) for q in shared]
     diff = bootstrap_mean([a - b for a, b in zip(f1a, f1b, strict=True)])
     return {
-        "before": {"fingerprint": before_fp, "rows": len(before), "f1": round(100 * mean(f1b), 2) if shared else None,
+        "before": {"fingerprint": _named(before, before_fp), "rows": len(before), "f1": round(100 * mean(f1b), 2) if shared else None,
                    **cost([before[q] for q in shared])},
-        "after": {"fingerprint": after_fp, "rows": len(after), "f1": round(100 * mean(f1a), 2) if shared else None,
+        "after": {"fingerprint": _named(after, after_fp), "rows": len(after), "f1": round(100 * mean(f1a), 2) if shared else None,
                   **cost([after[q] for q in shared])},
         "common_questions": len(shared),
         "difference": None if diff is None else {k: round(100 * v, 2) if k != "n" else v for k, v in diff.items()},
@@ -82,7 +91,8 @@ def markdown(graph: str, rep: dict[str, Any], command: str) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for side in ("before", "after"):
         s = rep[side]
-        lines.append(f"| {side} | `{s['fingerprint'][:16]}` | {s['rows']} | {s['f1']} | {s['seconds_per_question']} | "
+        short = ", ".join(f[:16] for f in s["fingerprint"].split(", "))
+        lines.append(f"| {side} | `{short}` | {s['rows']} | {s['f1']} | {s['seconds_per_question']} | "
                      f"{s['prefill_tokens_computed']} | {s['completion_tokens']} | {s['llm_calls']} | "
                      f"{s['evidence_shown']} |")
     lines += ["", "Paired difference after − before: " + (

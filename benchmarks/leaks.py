@@ -55,9 +55,9 @@ def funnel_of(rows: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     return {s: round(100 * mean(float(r[s]) for r in with_gold), 1) for s in STAGES}
 
 
-def report(ledger: Sequence[dict[str, Any]], current: dict[str, str]) -> dict[str, Any]:
+def report(ledger: Sequence[dict[str, Any]], current: dict[str, frozenset[str]]) -> dict[str, Any]:
     """Per graph and category: questions, F1, paired difference from rag, funnel, leaks and the largest."""
-    chosen = [r for r in ledger if r["method"] in current and r["fingerprint"] == current[r["method"]]]
+    chosen = [r for r in ledger if r["method"] in current and r["fingerprint"] in current[r["method"]]]
     rag_ids = {r["question_id"] for r in chosen if r["method"] == "rag"}
     chosen = [r for r in chosen if r["question_id"] in rag_ids]
     out: dict[str, Any] = {}
@@ -82,7 +82,8 @@ def report(ledger: Sequence[dict[str, Any]], current: dict[str, str]) -> dict[st
                 entry["largest_leak"] = max(LEAKS, key=lambda k: (lost[k], -LEAKS.index(k)))
             per[name] = entry
         if per:
-            out[graph] = {"fingerprint": current[graph], "categories": per}
+            out[graph] = {"fingerprint": sorted({r["fingerprint"] for r in chosen if r["method"] == graph}),
+                          "categories": per}
     return out
 
 
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/reports/eval_decisive/leaks")
     args = ap.parse_args(argv)
     ctx = AllMethodsContext()
-    current = {g: graph_fingerprint(g, ctx).digest for g in GRAPHS}
+    current = {g: graph_fingerprint(g, ctx).accepted for g in GRAPHS}
     result = report(read_ledger(Path(args.rows)), current)
     command = f"python benchmarks/leaks.py --rows {args.rows} --out {args.out}"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

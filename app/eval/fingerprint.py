@@ -161,6 +161,21 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@cache
+def _code_digest(path: Path) -> str:
+    """A module's code rather than its text: the syntax tree without positions, so comments, blank lines and
+    line breaks change nothing (docstrings do count: a tool's or a schema's docstring is sent to the model).
+    A `setting(...)` field keeps its name and type but not its call (default, description, paper value): the
+    graph's resolved settings are hashed by value beside it, so adopting a measured value as the default
+    leaves the fingerprint the run with `--set` had, and its rows stay current."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Call) \
+                and _called_name(node.value.func) == "setting":
+            node.value = None
+    return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()
+
+
 def model_identity(ctx: Any) -> str:
     """The model the answers come from: the embedded model file's sha256, or an endpoint's model name.
 
@@ -226,22 +241,35 @@ class Fingerprint:
 
     digest: str
     parts: dict[str, str]
+    # The same inputs digested as before 2026-11-29 (each module's bytes): rows made then name it, and they
+    # stay current while it still matches.
+    legacy: str = ""
 
     @property
     def short(self) -> str:
         return self.digest[:16]
 
+    @property
+    def accepted(self) -> frozenset[str]:
+        """The digests a current row may name: this one and the legacy one."""
+        return frozenset({self.digest, self.legacy} - {""})
+
 
 def _fingerprint(kind: str, name: str, modules: list[str], settings: dict[str, Any], ctx: Any) -> Fingerprint:
     # modules by dotted name and prompts by folder/file, not by path, so two checkouts of one commit agree
-    parts: dict[str, str] = {"kind": f"{kind}:{name}"}
-    parts.update({f"module:{m}": _sha256(p) for m in modules if (p := _origin(m)) is not None})
-    parts.update({f"prompt:{p.parent.name}/{p.name}": _sha256(p) for p in prompt_files(modules)})
-    parts["settings"] = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
-    parts["model"] = model_identity(ctx)
-    parts["embedder"] = embedder_identity()
-    blob = json.dumps(parts, sort_keys=True).encode("utf-8")
-    return Fingerprint(hashlib.sha256(blob).hexdigest(), parts)
+    common: dict[str, str] = {f"prompt:{p.parent.name}/{p.name}": _sha256(p) for p in prompt_files(modules)}
+    common["settings"] = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    common["model"] = model_identity(ctx)
+    common["embedder"] = embedder_identity()
+    paths = [(m, p) for m in modules if (p := _origin(m)) is not None]
+    parts = {"kind": f"{kind}:{name}", "scheme": "code", **{f"module:{m}": _code_digest(p) for m, p in paths},
+             **common}
+    legacy = {"kind": f"{kind}:{name}", **{f"module:{m}": _sha256(p) for m, p in paths}, **common}
+
+    def digest(p: dict[str, str]) -> str:
+        return hashlib.sha256(json.dumps(p, sort_keys=True).encode("utf-8")).hexdigest()
+
+    return Fingerprint(digest(parts), parts, legacy=digest(legacy))
 
 
 def _graph_roots(method: str) -> list[str]:

@@ -52,6 +52,7 @@ class GraphPlan:
     builder: str
     builder_fingerprint: str
     memory: Path
+    accepted: frozenset[str] = frozenset()  # the fingerprints of current rows (`Fingerprint.accepted`)
     current: list[str] = field(default_factory=list)  # question ids
     carry: list[str] = field(default_factory=list)
     compute: list[str] = field(default_factory=list)
@@ -91,17 +92,17 @@ def plan_graphs(plan: Plan, ctx: Any, rows_dir: Path, stale_rows: Sequence[dict[
     builds = estimate.read_builds(rows_dir)
     out = []
     for method in plan.methods:
-        fp = graph_fingerprint(method, ctx).digest
+        gfp = graph_fingerprint(method, ctx)
         builder = memory_name(method)
         bfp = builder_fingerprint(builder, ctx)
-        g = GraphPlan(method, fp, builder, bfp.digest, memory_dir(builder, bfp))
+        g = GraphPlan(method, gfp.digest, builder, bfp.digest, memory_dir(builder, bfp), accepted=gfp.accepted)
         mine = [r for r in ledger if r["method"] == method]
-        older = [r for r in [*mine, *stale_rows] if r["method"] == method and r["fingerprint"] != fp
+        older = [r for r in [*mine, *stale_rows] if r["method"] == method and r["fingerprint"] not in g.accepted
                  and not r.get("error")]
         for q in plan.questions:
             want = asked_digest(q)
             # a row whose graph raised is asked again, as a resumed run of text rows does
-            if any(r["question_id"] == q.id and r["fingerprint"] == fp and r["question_digest"] == want
+            if any(r["question_id"] == q.id and r["fingerprint"] in g.accepted and r["question_digest"] == want
                    and not r.get("error") for r in mine):
                 g.current.append(q.id)
             elif tape_entries and any(r["question_id"] == q.id and r["question_digest"] == want for r in older):
@@ -235,8 +236,8 @@ def run_graphs(graphs: Sequence[GraphPlan], plan: Plan, ctx: Any, rows_dir: Path
         if not _build(g, plan, ctx, rows_dir, store, deadline, show_progress, builds):
             return
         mctx = ctx.with_overrides(data_dir=str(g.memory))
-        candidates = [r for r in [*older, *stale_rows] if r["method"] == g.method and r["fingerprint"] != g.fingerprint
-                      and not r.get("error")]
+        candidates = [r for r in [*older, *stale_rows] if r["method"] == g.method
+                      and r["fingerprint"] not in g.accepted and not r.get("error")]
         for qid in [q.id for q in plan.questions if q.id in set(g.carry) | set(g.compute)]:
             q = by_id[qid]
             olds = [r for r in reversed(candidates) if r["question_id"] == qid and r["question_digest"] == asked_digest(q)]

@@ -30,7 +30,7 @@ def test_report_uses_current_rows_on_rags_questions_and_names_the_largest_leak()
         _row("hymem", "q4", 4, 1.0, (1, 1, 1, 1)),          # rag never answered it: left out
         _row("hymem", "q1", 2, 0.0, (0, 0, 0, 0), fp="old"),  # a stale fingerprint: left out
     ]
-    result = leaks.report(ledger, {"rag": "cur", "hymem": "cur"})
+    result = leaks.report(ledger, {"rag": frozenset({"cur"}), "hymem": frozenset({"cur"})})
     temporal = result["hymem"]["categories"]["temporal"]
     assert temporal["questions"] == 2 and temporal["f1"] == 25.0
     assert temporal["funnel"] == {"evidence_in_memory": 100.0, "evidence_retrieved": 25.0, "evidence_shown": 25.0,

@@ -55,8 +55,9 @@ def _edit(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
     """Pretend `module`'s source changed: its file digest differs from now on."""
     path = fpmod._origin(module)
     assert path is not None
-    real = fpmod._sha256
+    real, real_code = fpmod._sha256, fpmod._code_digest
     monkeypatch.setattr(fpmod, "_sha256", lambda p: real(p) + ("-edited" if p == path else ""))
+    monkeypatch.setattr(fpmod, "_code_digest", lambda p: real_code(p) + ("-edited" if p == path else ""))
 
 
 def test_a_method_module_changes_only_its_own_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,6 +193,41 @@ def test_committed_rows_hold_no_dataset_text() -> None:
     assert not leaked, f"dataset text in committed rows: {sorted(leaked)[:3]}"
 
 
+CODE = '''"""A module."""
+from recollect.settings import setting
+
+
+class S:
+    """Settings."""
+
+    # why 3
+    k: int = setting(3, "how many", paper=5)
+
+    @property
+    def twice(self) -> int:
+        return 2 * self.k
+'''
+
+
+@pytest.mark.parametrize(("change", "same"), [
+    (lambda t: t.replace("# why 3", "# why 3, measured on 120 questions\n    # and more"), True),
+    (lambda t: t.replace("\n\n\nclass", "\n\nclass").replace("2 * self.k", "2*self.k"), True),
+    (lambda t: t.replace('setting(3, "how many", paper=5)', 'setting(4, "how many of them")'), True),
+    (lambda t: t.replace('"""Settings."""', '"""The settings."""'), False),  # a schema's docstring is sent
+    (lambda t: t.replace("2 * self.k", "3 * self.k"), False),
+    (lambda t: t.replace("k: int", "k: float"), False),
+])
+def test_the_code_digest_follows_code_not_text(tmp_path: Path, change: Any, same: bool) -> None:
+    """Comments and layout leave a module's digest (and the rows of its graphs) as they are; so does a
+    setting's default, which the resolved settings count by value; docstrings and code do not."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text(CODE)
+    b.write_text(change(CODE))
+    assert b.read_text() != CODE
+    assert (fpmod._code_digest(a) == fpmod._code_digest(b)) is same
+    assert fpmod._sha256(a) != fpmod._sha256(b)
+
+
 # --------------------------------------------------------------------------------------------- runs
 
 
@@ -259,6 +295,25 @@ def test_rows_are_reused_then_carried_over_by_replay(scripted_env: str, tmp_path
     assert evidence["missed_requests"] == 0 and evidence["replayed_requests"] >= 1
     old = {r["question_id"]: r for r in first if r["method"] == "rag"}
     assert all(r["wall_time_s"] == old[r["question_id"]]["wall_time_s"] for r in rag)  # measured numbers kept
+
+
+def test_rows_at_the_legacy_fingerprint_stay_current(scripted_env: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows made under the byte-digest scheme (before 2026-11-29) are current while that digest still matches;
+    new rows name the code digest."""
+    _run(tmp_path)
+    made = {r["fingerprint"] for r in read_ledger(tmp_path / "rows", ["rag"])}
+    real = ledger_run.graph_fingerprint
+    monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
+        "new" + real(m, c).digest[3:], {}, legacy=real(m, c).digest))
+    capsys.readouterr()
+    _run(tmp_path, plan_only=True)
+    assert re.search(r"^rag\s+new\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
+    out = _run(tmp_path)
+    meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]["graphs"]["rag"]
+    assert meta["reused"] == 5 and meta["rows"] == 5 and meta["computed_now"] == 0
+    assert {r["fingerprint"] for r in read_ledger(tmp_path / "rows", ["rag"])} == made
 
 
 def test_a_changed_request_is_computed_not_carried(scripted_env: str, tmp_path: Path,
