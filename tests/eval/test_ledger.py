@@ -300,8 +300,8 @@ def test_rows_are_reused_then_carried_over_by_replay(scripted_env: str, tmp_path
 def test_rows_at_the_legacy_fingerprint_stay_current(scripted_env: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """Rows made under the byte-digest scheme (before 2026-11-29) are current while that digest still matches;
-    new rows name the code digest."""
+    """Rows made under the byte-digest scheme (before 2026-11-29) are current while that digest still matches,
+    and a run copies them under the code digest."""
     _run(tmp_path)
     made = {r["fingerprint"] for r in read_ledger(tmp_path / "rows", ["rag"])}
     real = ledger_run.graph_fingerprint
@@ -313,7 +313,17 @@ def test_rows_at_the_legacy_fingerprint_stay_current(scripted_env: str, tmp_path
     out = _run(tmp_path)
     meta = json.loads((out / "summary.json").read_text())["metadata"]["ledger"]["graphs"]["rag"]
     assert meta["reused"] == 5 and meta["rows"] == 5 and meta["computed_now"] == 0
-    assert {r["fingerprint"] for r in read_ledger(tmp_path / "rows", ["rag"])} == made
+    # the run copied them under the code digest (nothing asked): a comment edited later changes the legacy
+    # digest only, and the copies stay current
+    rows = read_ledger(tmp_path / "rows", ["rag"])
+    copies = [r for r in rows if r["fingerprint"].startswith("new")]
+    assert len(copies) == 5 and all(r["carried_over"][-1]["from"] in made for r in copies)
+    assert all(r["carried_over"][-1]["same_source"] for r in copies)
+    monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
+        "new" + real(m, c).digest[3:], {}, legacy="edited"))
+    capsys.readouterr()
+    _run(tmp_path, plan_only=True)
+    assert re.search(r"^rag\s+new\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
 
 
 def test_a_changed_request_is_computed_not_carried(scripted_env: str, tmp_path: Path,
