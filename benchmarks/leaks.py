@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from recollect.eval.fingerprint import graph_fingerprint  # noqa: E402
 from recollect.eval.intervals import paired_difference  # noqa: E402
-from recollect.eval.ledger import read_ledger  # noqa: E402
+from recollect.eval.ledger import one_per_question, read_ledger  # noqa: E402
 from recollect.graphs.registry import AllMethodsContext  # noqa: E402
 
 GRAPHS = ("rag", "full_context", "hymem", "mgretrieval", "memr3", "mragent")
@@ -57,7 +57,7 @@ def funnel_of(rows: Sequence[dict[str, Any]]) -> dict[str, float] | None:
 
 def report(ledger: Sequence[dict[str, Any]], current: dict[str, frozenset[str]]) -> dict[str, Any]:
     """Per graph and category: questions, F1, paired difference from rag, funnel, leaks and the largest."""
-    chosen = [r for r in ledger if r["method"] in current and r["fingerprint"] in current[r["method"]]]
+    chosen = one_per_question([r for r in ledger if r["method"] in current and r["fingerprint"] in current[r["method"]]])
     rag_ids = {r["question_id"] for r in chosen if r["method"] == "rag"}
     chosen = [r for r in chosen if r["question_id"] in rag_ids]
     out: dict[str, Any] = {}

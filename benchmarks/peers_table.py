@@ -30,7 +30,13 @@ if str(ROOT) not in sys.path:
 from recollect.eval.estimate import read_builds  # noqa: E402
 from recollect.eval.fingerprint import graph_fingerprint  # noqa: E402
 from recollect.eval.intervals import bootstrap_mean, paired_difference  # noqa: E402
-from recollect.eval.ledger import BUILDS_NAME, append_ledger, ledger_row, read_ledger  # noqa: E402
+from recollect.eval.ledger import (  # noqa: E402
+    BUILDS_NAME,
+    append_ledger,
+    ledger_row,
+    one_per_question,
+    read_ledger,
+)
 from recollect.graphs.registry import METHODS, AllMethodsContext  # noqa: E402
 
 PEERS = ("mem0", "langmem")
@@ -88,8 +94,9 @@ def table(rows_dir: Path, graphs: Sequence[str]) -> dict[str, Any]:
     ledger = read_ledger(rows_dir)
     accepted = {m: graph_fingerprint(m, ctx).accepted for m in graphs}
     current = {m: graph_fingerprint(m, ctx).digest for m in graphs}
-    chosen = [r for r in ledger if (r["method"] in current and r["fingerprint"] in accepted[r["method"]])
-              or r["method"] in PEERS]
+    chosen = one_per_question([r for r in ledger if r["method"] in current
+                               and r["fingerprint"] in accepted[r["method"]]]) + [
+        r for r in ledger if r["method"] in PEERS]
     rag_ids = {r["question_id"] for r in chosen if r["method"] == "rag"}
     builds = read_builds(rows_dir)
     out: dict[str, Any] = {}

@@ -84,6 +84,13 @@ def ledger_row(row: dict[str, Any], question: str, fingerprint: str, provenance:
     return {k: out[k] for k in LEDGER_FIELDS}
 
 
+def one_per_question(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The latest row of each (graph, question): a question may hold rows under both digests a graph accepts
+    (a row and its copy under the code digest), which must count once."""
+    latest = {(r["method"], r["question_id"]): r for r in rows}
+    return list(latest.values())
+
+
 def carried(old: dict[str, Any], fingerprint: str, evidence: dict[str, Any]) -> dict[str, Any]:
     """`old` kept current under `fingerprint`: its numbers stand (they were measured), the carry-over and
     its evidence are appended."""
