@@ -92,10 +92,9 @@ def table(rows_dir: Path, graphs: Sequence[str]) -> dict[str, Any]:
     """Per system: F1 with interval, paired difference from rag, seconds per question, ingestion per session."""
     ctx = AllMethodsContext()
     ledger = read_ledger(rows_dir)
-    accepted = {m: graph_fingerprint(m, ctx).accepted for m in graphs}
-    current = {m: graph_fingerprint(m, ctx).digest for m in graphs}
-    chosen = one_per_question([r for r in ledger if r["method"] in current
-                               and r["fingerprint"] in accepted[r["method"]]]) + [
+    fingerprints = {m: graph_fingerprint(m, ctx) for m in graphs}
+    chosen = one_per_question([r for r in ledger if r["method"] in fingerprints
+                               and r["fingerprint"] in fingerprints[r["method"]].accepted]) + [
         r for r in ledger if r["method"] in PEERS]
     rag_ids = {r["question_id"] for r in chosen if r["method"] == "rag"}
     builds = read_builds(rows_dir)
@@ -115,7 +114,7 @@ def table(rows_dir: Path, graphs: Sequence[str]) -> dict[str, Any]:
             "evidence_shown_vs_rag": _shown_vs_rag(mine, [r for r in chosen if r["method"] == "rag"]),
             "prefill_tokens_computed": _mean_of(mine, "prompt_tokens_computed"),
             "ingest_seconds_per_session": _ingest_seconds_per_session(builder or "turns", builds),
-            "fingerprint": current.get(system) or mine[0]["fingerprint"],
+            "fingerprint": fingerprints[system].digest if system in fingerprints else mine[0]["fingerprint"],
         }
     return out
 

@@ -52,7 +52,8 @@ class GraphPlan:
     builder: str
     builder_fingerprint: str
     memory: Path
-    accepted: frozenset[str] = frozenset()  # the fingerprints of current rows (`Fingerprint.accepted`)
+    # the fingerprints of current rows (`Fingerprint.accepted`); the graph's own fingerprint is always one
+    accepted: frozenset[str] = frozenset()
     current: list[str] = field(default_factory=list)  # question ids
     carry: list[str] = field(default_factory=list)
     compute: list[str] = field(default_factory=list)
@@ -62,6 +63,9 @@ class GraphPlan:
     carried: int = 0  # done in this run
     computed: int = 0
     carry_failed: int = 0
+
+    def __post_init__(self) -> None:
+        self.accepted = self.accepted | {self.fingerprint}
 
     def estimate_seconds(self) -> float:
         return (self.build_seconds + len(self.compute) * self.seconds_per_question

@@ -335,7 +335,7 @@ def _run_with_ledger(plan: Plan, ctx: AllMethodsContext, judge_obj: Any, ids: di
                                                                  bar.update(1)), reuse_replies=reuse_replies)
         finally:
             bar.close()
-    current = {(g.method, fp) for g in graphs for fp in g.accepted or {g.fingerprint}}
+    current = {(g.method, fp) for g in graphs for fp in g.accepted}
     latest = {(r["method"], r["question_id"]): r for r in read_ledger(rows_dir, plan.methods)
               if (r["method"], r["fingerprint"]) in current}
     pairs = [(m, q) for m in plan.methods for q in plan.questions]
