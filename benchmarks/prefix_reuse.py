@@ -229,6 +229,9 @@ class HyMemPolicy:
         if kind == "DeepReply":
             ids = [tid for tid, rest in _turn_lines(text) if _mentions(rest, self.keyword)]
             return {"answer": self.keyword, "supports": ids[:1]}
+        if kind == "AnswerReply":  # the final answer call (hymem_final_answer_tokens)
+            ids = [tid for tid, rest in _turn_lines(text) if _mentions(rest, self.keyword)]
+            return {"answer": self.keyword, "supports": ids[:1]}
         if kind == "ReflectReply":
             step = self.reflect.pop(0) if self.reflect else "ok"
             if step == "ok":
@@ -400,7 +403,8 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
                    "mra_tag_score": "llm", "mra_stop_on_repeat": False, "mra_reply_bounds": False,
                    "mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False,
                    "mra_question_cues": "llm", "mra_seed_ranked_turns": 0},
-       "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10, "hymem_light_turn_tokens": 0},
+       "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10, "hymem_light_turn_tokens": 0,
+                 "hymem_final_answer_tokens": 0},
        # No layout setting: successive rounds show different memories (each round's new ones were never
        # shown, the kept ones are the model's pick), so there is little to share beyond what the
        # static-first prompt already shares (graphs/mgretrieval/README.md, "Prompt layout").

@@ -8,8 +8,9 @@ reflect ─┬─ satisfied, unusable rewrite, last round → answer → END
 `light` answers from the top `hymem_light_k` Level-1 summaries (1 call). `deep` lets the LLM pick
 summaries from the top `hymem_deep_n` (one selection call per batch, batches concurrent) and answers
 from the linked Level-2 sessions (1 call). `reflect` judges the draft and may rewrite the retrieval
-query (1 call, skipped on the last round). `answer` rewrites the answer into a short span (1 call,
-`hymem_answer_rewrite`; none for an answer already that short; the spec's `answer` calls no model).
+query (1 call, skipped on the last round). `answer` writes the final answer as rag does from the turns the
+rounds showed, the draft's supports first (1 call, `hymem_final_answer_tokens`; the spec's `answer` calls no
+model and returns the draft), then may rewrite it into a short span (1 call, `hymem_answer_rewrite`, off).
 Retrievers (the cosine search and the deep selection call, Algorithm 1 line 10) see the current query
 q_i; generators
 always see the original question q0 plus the previous answer (memory pool).
@@ -35,10 +36,12 @@ from recollect.graphs.hymem.light import light
 from recollect.graphs.hymem.reflect import reflect
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
+from recollect.llm.usage import merge_usage
 from recollect.spans import is_short_span
 from recollect.state import InputState, OutputState
 from recollect.steps import NO_INFO, clean_answer, critical_from_turns, is_no_info, wire_question_lifecycle
 from recollect.trace import emit
+from recollect.turn_answer import answer_from_turns
 
 
 def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
@@ -58,19 +61,36 @@ def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         why = "the deep module answered from Level-2 sessions after: " + (state.get("hymem_light_why") or "?")
     usage: dict[str, Any] = {}
     note: dict[str, Any] = {}
-    if draft and ctx.hymem_answer_rewrite and is_short_span(draft, ctx.hymem_rewrite_skip_words):
-        note = {"skipped_call": "rewrite_answer", "skip_reason": f"the answer is already a span of at most "
+    if ctx.hymem_final_answer_tokens and state.get("shown_turn_ids"):
+        # Our addition (0 = the spec): the answer written as rag writes it, from the turns HyMem's rounds
+        # showed, the draft's supports first (recollect.turn_answer). No usable reply keeps the draft.
+        final = answer_from_turns(ctx, state["namespace"], state["question"], supports,
+                                  list(state.get("shown_turn_ids") or []), ctx.hymem_final_answer_tokens,
+                                  node="final_answer")
+        usage, note = final.usage, {"final_draft": draft or None, **final.trace}
+        if final.answer:
+            text, supports = final.answer, final.supports
+            critical = critical_from_turns(ctx, state["namespace"], supports)
+            why = ("the final answer call wrote the answer from the turns HyMem showed (hymem_final_answer_tokens); "
+                   + ("its draft: " + why if draft else "no module had a draft"))
+        elif draft:
+            note["fallback"] = "the final answer call gave no answer: the draft stands"
+    if draft and ctx.hymem_answer_rewrite and is_short_span(text, ctx.hymem_rewrite_skip_words):
+        note = {**note, "skipped_call": "rewrite_answer", "skip_reason": f"the answer is already a span of at most "
                 f"{ctx.hymem_rewrite_skip_words} words with no digit (hymem_rewrite_skip_words)"}
     elif draft and ctx.hymem_answer_rewrite:
         # Our addition (false = the spec): the span rewrite, shown the turns the answer rests on.
-        rewritten = rewrite_answer(ctx, state["question"], draft, critical[:REWRITE_MEMORIES], node="rewrite_answer")
-        text, usage = rewritten.answer, rewritten.usage
-        note = {"calls": 1, **rewritten.trace_fields(draft)}
+        rewritten = rewrite_answer(ctx, state["question"], text, critical[:REWRITE_MEMORIES], node="rewrite_answer")
+        before = text
+        text, usage = rewritten.answer, merge_usage(usage, rewritten.usage)
+        note = {**note, "calls": note.get("calls", 0) + 1, **rewritten.trace_fields(before)}
     return {
         "answer": text,
         "supports": supports,
         "critical_memories": critical,
         "usage": usage,
+        # the eval scores the draft too, to show what the final call or the rewrite did (None when neither ran)
+        "answer_before_rewrite": draft if draft and note.get("calls") else None,
         "trace": emit("answer", answered_by=status if draft else None, why=why, rounds=round_of(state) + 1,
                       answer=text, supports=supports, **{"calls": 0, **note}),
     }

@@ -19,7 +19,7 @@ def ctx(data_dir: str) -> AllMethodsContext:
 
 def test_a_long_answer_is_rewritten_into_a_span_from_its_turns(ctx: AllMethodsContext) -> None:
     m = model(LightTurnsReply=COPIED, RewriteReply={"answer": "Pixel"})
-    out, state = run(ctx, m, hymem_light_turn_tokens=1280)
+    out, state = run(ctx, m, hymem_light_turn_tokens=1280, hymem_answer_rewrite=True)
     assert state["answer"] == "Pixel" and state["supports"] == ["D1:1"]
     rewrite = calls_of(m, "RewriteReply")
     assert len(rewrite) == 1
@@ -31,7 +31,7 @@ def test_a_long_answer_is_rewritten_into_a_span_from_its_turns(ctx: AllMethodsCo
 
 def test_a_short_answer_skips_the_call_and_the_trace_says_why(ctx: AllMethodsContext) -> None:
     m = model(LightTurnsReply={"finished": 0, "answer": "Pixel", "used": ["D1:1"]})
-    out, state = run(ctx, m, hymem_light_turn_tokens=1280)
+    out, state = run(ctx, m, hymem_light_turn_tokens=1280, hymem_answer_rewrite=True)
     assert state["answer"] == "Pixel" and calls_of(m, "RewriteReply") == []
     record = records(out, "answer")[0]
     assert record["skipped_call"] == "rewrite_answer" and "hymem_rewrite_skip_words" in record["skip_reason"]
@@ -40,7 +40,7 @@ def test_a_short_answer_skips_the_call_and_the_trace_says_why(ctx: AllMethodsCon
 
 def test_a_failed_rewrite_keeps_the_answer(ctx: AllMethodsContext) -> None:
     m = model(LightTurnsReply=COPIED, RewriteReply={"answer": ""})
-    out, state = run(ctx, m, hymem_light_turn_tokens=1280)
+    out, state = run(ctx, m, hymem_light_turn_tokens=1280, hymem_answer_rewrite=True)
     assert state["answer"] == COPIED["answer"]
     assert "draft answer unchanged" in records(out, "answer")[0]["fallback_rule"]
 
@@ -48,7 +48,7 @@ def test_a_failed_rewrite_keeps_the_answer(ctx: AllMethodsContext) -> None:
 def test_off_under_paper(ctx: AllMethodsContext) -> None:
     paper = AllMethodsContext(profile="paper")
     assert (paper.hymem_answer_rewrite, paper.hymem_rewrite_skip_words) == (False, 0)
-    assert (AllMethodsContext().hymem_answer_rewrite, AllMethodsContext().hymem_rewrite_skip_words) == (True, 3)
+    assert (AllMethodsContext().hymem_answer_rewrite, AllMethodsContext().hymem_rewrite_skip_words) == (False, 3)
     m = model(LightTurnsReply=COPIED)
     _, state = run(ctx, m, hymem_light_turn_tokens=1280, hymem_answer_rewrite=False)
     assert state["answer"] == COPIED["answer"] and calls_of(m, "RewriteReply") == []

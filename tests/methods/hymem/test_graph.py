@@ -88,8 +88,10 @@ def ctx(data_dir: str) -> AllMethodsContext:
 
 def run(ctx: AllMethodsContext, m: ScriptedChatModel, question: str = Q, **overrides: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One question; the light call reads summaries (the spec's, `hymem_light_turn_tokens=0`) unless overridden:
-    these tests are about the summaries, test_light_turns.py about the turns."""
+    these tests are about the summaries, test_light_turns.py about the turns. The draft is the answer (the
+    spec's `answer`, `hymem_final_answer_tokens=0`) unless overridden: test_final_answer.py tests the final call."""
     overrides.setdefault("hymem_light_turn_tokens", 0)
+    overrides.setdefault("hymem_final_answer_tokens", 0)
     return run_graph(graph, ctx.with_overrides(chat_model=m, **overrides), "ns", question)
 
 
@@ -527,7 +529,7 @@ def test_custom_turn_ids_come_back_as_supports(data_dir: str) -> None:
 
 def test_a_second_question_on_the_same_thread_starts_fresh(ctx: AllMethodsContext) -> None:
     m = model(LightReply=LIGHT_NO, ReflectReply={"finished": 0, "new_question": "rewritten"})
-    ctx = ctx.with_overrides(hymem_light_turn_tokens=0)
+    ctx = ctx.with_overrides(hymem_light_turn_tokens=0, hymem_final_answer_tokens=0)
     g = graph.builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 40}
     g.invoke({"namespace": "ns", "question": Q}, config, context=ctx.with_overrides(chat_model=m))

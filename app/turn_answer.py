@@ -1,0 +1,77 @@
+"""One answer call over the turns a method chose, in the baselines' answer prompt and at rag's budget.
+
+Issue 35: on the decisive rows HyMem showed the model more of the gold turns than rag (75.6 against 70.2 %)
+and its answers cited more of them (45.4 against 34.9 %), yet it scored 7.7 F1 points below rag. The turns
+were there; its answer steps (a strict light judgement, a deep answer over whole sessions, a span rewrite)
+turned them into longer or wrong answers. A method keeps its own retrieval and decisions and hands the turns
+they chose to this step, which writes the answer as rag does: the same prompt, the same turn lines
+(`Turn.render`), the same 120-token reply, within a token budget comparable to rag's five chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from recollect.budget import pack
+from recollect.llm.models import get_chat_model
+from recollect.llm.structured import call_structured
+from recollect.llm.usage import estimate_tokens
+from recollect.memory.turn_ranking import ranked_turns
+from recollect.prompts import render_prompt
+from recollect.settings import Context
+from recollect.steps import AnswerReply, clean_answer, grounded_supports, is_no_info, messages, workspace
+
+ANSWER_MAX_TOKENS = 120  # rag's answer call
+
+
+@dataclass
+class TurnAnswer:
+    """The answer call's outcome. `answer` is empty when the call gave no usable answer (an invalid reply
+    after its retry, or "No information available"): the caller keeps what it had and says so."""
+
+    answer: str
+    supports: list[str]
+    shown: list[str]
+    usage: dict[str, Any]
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+def turns_for_answer(ctx: Context, namespace: str, question: str, first: list[str], chosen: list[str],
+                     budget: int) -> tuple[list[str], list[str]]:
+    """The turns the answer call reads, in conversation order, and those left out for the budget: `first`
+    (e.g. a draft's supports) in their order, then the rest of `chosen` ranked for the question (cosine and
+    BM25 fused), while their lines fit `budget` tokens (the first always fits)."""
+    turns = workspace(ctx).turns(namespace)
+    known = [t for t in dict.fromkeys(first + chosen) if t in turns]
+    lead = [t for t in dict.fromkeys(first) if t in turns]
+    rest = [t for t in known if t not in set(lead)]
+    order = lead + ranked_turns(workspace(ctx), namespace, question, rest, len(rest), "hybrid")
+    packed = pack(order, budget, lambda tid: estimate_tokens(turns[tid].render()), keep_first=True)
+    position = {tid: i for i, tid in enumerate(turns)}
+    return sorted(packed.kept, key=position.__getitem__), list(packed.dropped)
+
+
+def answer_from_turns(ctx: Context, namespace: str, question: str, first: list[str], chosen: list[str],
+                      budget: int, node: str) -> TurnAnswer:
+    """Answer `question` from the chosen turns (see `turns_for_answer`) with the baselines' answer prompt.
+    Supports are the cited ids among the turns shown, else the shown turns holding the answer's words."""
+    shown, left_out = turns_for_answer(ctx, namespace, question, first, chosen, budget)
+    if not shown:
+        return TurnAnswer("", [], [], {}, {"final_answer": "no turns to read", "calls": 0})
+    turns = workspace(ctx).turns(namespace)
+    memories = "\n".join(turns[t].render() for t in shown)
+    user = render_prompt("baselines", "answer", memories=memories, question=question)
+    res = call_structured(get_chat_model(ctx), messages(None, user), AnswerReply, node=node,
+                          method=ctx.structured_method, max_tokens=ANSWER_MAX_TOKENS)
+    reply = res.value
+    text = clean_answer(reply.answer) if reply is not None else ""
+    note: dict[str, Any] = {"calls": 1, "final_turn_ids": shown, "final_left_out_for_budget": left_out}
+    if reply is None:
+        return TurnAnswer("", [], shown, res.usage, {**note, **res.failure_note()})
+    if is_no_info(text):
+        return TurnAnswer("", [], shown, res.usage, {**note, "final_reply": "no information"})
+    cited = [t for t in reply.supports if t in set(shown)]
+    supports = cited or grounded_supports(ctx, namespace, text, shown)
+    return TurnAnswer(text, supports, shown, res.usage, {
+        **note, "final_supports_from": "cited" if cited else "answer text found in shown turns"})
