@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 def fingerprint_for(graph: str, side: str) -> tuple[str, ...]:
     """The fingerprints a side names: `fp:<prefix>` as it is, else this checkout's with those settings (its
-    digest and its legacy one, `Fingerprint.accepted`)."""
+    digest and its earlier schemes' ones, `Fingerprint.accepted`)."""
     if side.startswith("fp:"):
         return (side[3:],)
     from recollect.cli_args import _parse_sets

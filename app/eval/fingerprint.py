@@ -10,7 +10,9 @@ machine can be reused question by question (`recollect eval --rows DIR`). The di
 - the model (the embedded model file's sha256, or the endpoint's model name) and the embedder.
 
 Changing MemR3's router changes MemR3's fingerprint only; changing a shared module (the LLM client,
-the budget packer) changes every graph that imports it. A builder's fingerprint covers its own modules,
+the budget packer) changes every graph that imports it. The storage modules (`STORAGE_MODULES`) are followed
+for their imports but not digested: they write and read back what they were given, which their tests pin on
+every backend, so a locking or connection fix there does not send six graphs' rows to be computed again. A builder's fingerprint covers its own modules,
 the ingestion path, the prompt folders they name and the settings its code reads, so the memory built
 for a conversation is kept in the cache under it (`memory_dir`) and rebuilt only when it changes.
 """
@@ -235,15 +237,27 @@ def _attribute_names(modules: Iterable[str]) -> set[str]:
     return names
 
 
+# Modules that persist and load the data directory (SQLite, LangGraph's store, Postgres) and choose among those
+# backends. They hold no ranking, prompt or decision: what a graph reads back is what was written, and the
+# storage tests (tests/storage, tests/core/test_doc_store_backends.py, test_migrate.py) hold every backend to
+# that. Counting them tied hours of committed model time to connection and locking code (2026-11-29: a
+# "database is locked" race in the WAL switch would have made all 720 decisive rows stale).
+STORAGE_MODULES = frozenset({
+    "recollect.memory.docstore", "recollect.memory.store_docs", "recollect.memory.postgres",
+    "recollect.memory.backends",
+})
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """A digest and what went into it (kept in summaries, so a changed fingerprint can be explained)."""
 
     digest: str
     parts: dict[str, str]
-    # The same inputs digested as before 2026-11-29 (each module's bytes): rows made then name it, and they
-    # stay current while it still matches.
-    legacy: str = ""
+    # The same inputs digested by the earlier schemes: each module's syntax tree, storage modules included
+    # (2026-11-29), and each module's bytes (before). Rows made then name one of them; they stay current while
+    # it still matches, and a run copies them under `digest` (`recollect.eval.ledger_run.adopt_legacy_rows`).
+    earlier: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
@@ -251,8 +265,8 @@ class Fingerprint:
 
     @property
     def accepted(self) -> frozenset[str]:
-        """The digests a current row may name: this one and the legacy one."""
-        return frozenset({self.digest, self.legacy} - {""})
+        """The digests a current row may name: this one and the earlier schemes'."""
+        return frozenset({self.digest, *self.earlier} - {""})
 
 
 def _fingerprint(kind: str, name: str, modules: list[str], settings: dict[str, Any], ctx: Any) -> Fingerprint:
@@ -262,14 +276,16 @@ def _fingerprint(kind: str, name: str, modules: list[str], settings: dict[str, A
     common["model"] = model_identity(ctx)
     common["embedder"] = embedder_identity()
     paths = [(m, p) for m in modules if (p := _origin(m)) is not None]
-    parts = {"kind": f"{kind}:{name}", "scheme": "code", **{f"module:{m}": _code_digest(p) for m, p in paths},
-             **common}
-    legacy = {"kind": f"{kind}:{name}", **{f"module:{m}": _sha256(p) for m, p in paths}, **common}
+    code = {f"module:{m}": _code_digest(p) for m, p in paths}
+    parts = {"kind": f"{kind}:{name}", "scheme": "code",
+             **{k: v for k, v in code.items() if k.removeprefix("module:") not in STORAGE_MODULES}, **common}
+    with_storage = {"kind": f"{kind}:{name}", "scheme": "code", **code, **common}
+    byte_scheme = {"kind": f"{kind}:{name}", **{f"module:{m}": _sha256(p) for m, p in paths}, **common}
 
     def digest(p: dict[str, str]) -> str:
         return hashlib.sha256(json.dumps(p, sort_keys=True).encode("utf-8")).hexdigest()
 
-    return Fingerprint(digest(parts), parts, legacy=digest(legacy))
+    return Fingerprint(digest(parts), parts, earlier=(digest(with_storage), digest(byte_scheme)))
 
 
 def _graph_roots(method: str) -> list[str]:
@@ -327,5 +343,9 @@ def memory_dir(builder: str, fingerprint: Fingerprint, cache_dir: str | Path | N
     tree: a kept machine reuses it, a fresh one rebuilds it."""
     from recollect.settings import get_settings
 
-    base = Path(cache_dir or get_settings().cache_dir)
-    return base / "eval_memory" / f"{builder}-{fingerprint.short}"
+    base = Path(cache_dir or get_settings().cache_dir) / "eval_memory"
+    # a memory built under an earlier scheme's digest of the same code is the same memory
+    for short in (fingerprint.short, *(d[:16] for d in fingerprint.earlier)):
+        if (base / f"{builder}-{short}").is_dir():
+            return base / f"{builder}-{short}"
+    return base / f"{builder}-{fingerprint.short}"

@@ -79,6 +79,31 @@ def test_a_shared_module_changes_every_graph_that_imports_it(monkeypatch: pytest
     assert {m for m in METHODS if before[m] != after[m]} == importers
 
 
+@pytest.mark.parametrize("module", sorted(fpmod.STORAGE_MODULES))
+def test_a_storage_module_changes_no_fingerprint_and_the_earlier_digest_stays_accepted(
+        monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """A storage fix keeps every graph's and builder's digest; the digest counting storage code (the scheme rows
+    were made under until then) changes, and is still accepted until a run copies the rows."""
+    ctx = AllMethodsContext()
+    assert all(module in module_closure(fpmod._graph_roots(m)) for m in METHODS)  # followed, not digested
+    before = {m: graph_fingerprint(m, ctx) for m in METHODS}
+    memr3_memory = fpmod.builder_fingerprint("memr3", ctx)
+    _edit(monkeypatch, module)
+    after = {m: graph_fingerprint(m, ctx) for m in METHODS}
+    assert all(after[m].digest == before[m].digest for m in METHODS)
+    assert all(after[m].earlier[0] != before[m].earlier[0] and after[m].digest in after[m].accepted for m in METHODS)
+    assert fpmod.builder_fingerprint("memr3", ctx).digest == memr3_memory.digest
+
+
+def test_a_memory_built_under_an_earlier_digest_is_found(tmp_path: Path) -> None:
+    fp = fpmod.Fingerprint("a" * 64, {}, earlier=("b" * 64, "c" * 64))
+    assert fpmod.memory_dir("hymem", fp, tmp_path) == tmp_path / "eval_memory" / f"hymem-{'a' * 16}"
+    (tmp_path / "eval_memory" / f"hymem-{'c' * 16}").mkdir(parents=True)
+    assert fpmod.memory_dir("hymem", fp, tmp_path) == tmp_path / "eval_memory" / f"hymem-{'c' * 16}"
+    (tmp_path / "eval_memory" / f"hymem-{'a' * 16}").mkdir()
+    assert fpmod.memory_dir("hymem", fp, tmp_path) == tmp_path / "eval_memory" / f"hymem-{'a' * 16}"
+
+
 def test_settings_prompts_and_model_are_in_the_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = AllMethodsContext()
     base = graph_fingerprint("hymem", ctx)
@@ -306,7 +331,7 @@ def test_rows_at_the_legacy_fingerprint_stay_current(scripted_env: str, tmp_path
     made = {r["fingerprint"] for r in read_ledger(tmp_path / "rows", ["rag"])}
     real = ledger_run.graph_fingerprint
     monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
-        "new" + real(m, c).digest[3:], {}, legacy=real(m, c).digest))
+        "new" + real(m, c).digest[3:], {}, earlier=(real(m, c).digest,)))
     capsys.readouterr()
     _run(tmp_path, plan_only=True)
     assert re.search(r"^rag\s+new\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
@@ -320,7 +345,7 @@ def test_rows_at_the_legacy_fingerprint_stay_current(scripted_env: str, tmp_path
     assert len(copies) == 5 and all(r["carried_over"][-1]["from"] in made for r in copies)
     assert all(r["carried_over"][-1]["same_source"] for r in copies)
     monkeypatch.setattr(ledger_run, "graph_fingerprint", lambda m, c: fpmod.Fingerprint(
-        "new" + real(m, c).digest[3:], {}, legacy="edited"))
+        "new" + real(m, c).digest[3:], {}, earlier=("edited",)))
     capsys.readouterr()
     _run(tmp_path, plan_only=True)
     assert re.search(r"^rag\s+new\w+\s+5\s+0\s+0", capsys.readouterr().out, re.M)
