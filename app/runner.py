@@ -26,6 +26,7 @@ from recollect.graphs.registry import (
 )
 from recollect.memory.build_status import unsettled
 from recollect.memory.clock import retrieval_clock
+from recollect.memory.docstore import use_wal
 from recollect.memory.workspace import (
     DataDirError,
     NamespaceError,
@@ -72,9 +73,9 @@ def open_checkpointer(data_dir: str) -> Any:
     path = checkpoint_path(data_dir)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
-        # The server writes the same file while the CLI reads it. Read the PRAGMA's row: an unfinished
-        # statement keeps a read transaction open, which locks out every other writer.
-        conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        # The server writes the same file while the CLI reads it (use_wal reads the PRAGMA's row: an unfinished
+        # statement keeps a read transaction open, which locks out every other writer).
+        use_wal(conn)
     except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
         conn.close()
         raise DataDirError(f"{path}: {exc}") from exc

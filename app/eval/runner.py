@@ -317,7 +317,7 @@ def _run_with_ledger(plan: Plan, ctx: AllMethodsContext, judge_obj: Any, ids: di
         return out
     assert store is not None
     if adopted := ledger_run.adopt_legacy_rows(graphs, rows_dir):
-        print(f"{adopted} rows of the earlier byte digest copied under their graph's code digest")
+        print(f"{adopted} rows of an earlier scheme's digest copied under their graph's digest")
     jsonl = out / JSONL_NAME
     todo = sum(len(g.carry) + len(g.compute) for g in graphs)
     bar = tqdm(total=todo, desc="eval", unit="q", disable=not show_progress, dynamic_ncols=True)

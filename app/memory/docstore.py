@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,30 @@ CREATE TABLE IF NOT EXISTS llm_cache (
 CACHE_HASH_CHARS = 64  # recollect.llm.cache.cache_key: `<namespace>:<sha256 hex>`
 
 
+def use_wal(conn: sqlite3.Connection, timeout: float = 30.0) -> None:
+    """Put the connection's database in WAL mode (kept in the file), waiting up to `timeout` seconds for others.
+
+    SQLite answers a journal-mode switch that meets another connection's lock with "database is locked" at
+    once: its busy handler does not wait there. Processes opening one fresh data directory together (an
+    upgrade run by four at once, tests/core/test_migrate.py) then failed one in a few hundred runs. A database
+    already in WAL mode needs no switch, so only the first opening ever waits."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            # Read every row: an unfinished PRAGMA statement holds a read transaction open and locks out
+            # every other writer (see recollect.runner.open_checkpointer).
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchall()[0]
+            if str(mode).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.1)
+
+
 class DocStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -45,7 +70,7 @@ class DocStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn

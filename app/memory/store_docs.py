@@ -44,7 +44,7 @@ from langgraph.store.base import BaseStore, Op, PutOp, Result
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from recollect.memory.docstore import DocStore
+from recollect.memory.docstore import DocStore, use_wal
 
 ROOT = "recollect"
 GLOBAL = "%global"  # DocStore namespace "": the registry, threads, unprefixed cache entries
@@ -263,9 +263,7 @@ class RecollectSqliteStore(SqliteStore):
     def open(cls, path: str | Path) -> RecollectSqliteStore:
         conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         try:
-            # Read the PRAGMA's row: an unfinished statement holds a read transaction open and locks out
-            # every other writer (see recollect.runner.open_checkpointer).
-            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL").fetchall()
             store = cls(conn)
             store.setup()

@@ -4,6 +4,7 @@ with `recollect migrate`), and the copy answers and re-ingests exactly as the or
 
 from __future__ import annotations
 
+import sqlite3
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from recollect.cli import main
 from recollect.graphs.registry import AllMethodsContext
 from recollect.ingestion import ingest_conversation
 from recollect.llm.scripted import ScriptedChatModel
-from recollect.memory.docstore import DocStore
+from recollect.memory.docstore import DocStore, use_wal
 from recollect.memory.store_docs import ROOT, StoreDocs
 from recollect.memory.workspace import DataDirError, Workspace, migrate_data_dir, register_workspace
 from recollect.runner import ask, forget, open_checkpointer
@@ -128,6 +129,37 @@ def test_processes_upgrading_together_copy_once(data_dir: str) -> None:
     assert sorted(r.already for r in results) == [False, True, True, True]
     docs = Workspace(data_dir, doc_store="langgraph").docs
     assert all(docs.items(ns, kind) == items for (ns, kind), items in before.items())
+
+
+class _LockedAtFirst:
+    """A connection whose first `locked` statements fail as SQLite fails a journal-mode switch that meets
+    another connection's lock: at once, without waiting in its busy handler."""
+
+    def __init__(self, path: Path, locked: int, error: str = "database is locked") -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.locked, self.error, self.statements = locked, error, []
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        if self.locked:
+            self.locked -= 1
+            raise sqlite3.OperationalError(self.error)
+        return self.conn.execute(sql)
+
+
+def test_the_wal_switch_waits_out_another_connections_lock(tmp_path: Path) -> None:
+    """CI, 2026-11-29: one of four processes upgrading one data directory together failed with "database is
+    locked" on the WAL switch (test_processes_upgrading_together_copy_once)."""
+    conn = _LockedAtFirst(tmp_path / "a.sqlite", locked=3)
+    use_wal(conn)  # type: ignore[arg-type]
+    assert conn.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    again = _LockedAtFirst(tmp_path / "a.sqlite", locked=0)
+    use_wal(again)  # type: ignore[arg-type]
+    assert again.statements == ["PRAGMA journal_mode"]  # already WAL: no switch, no lock to wait for
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):  # any other error at once
+        use_wal(_LockedAtFirst(tmp_path / "b.sqlite", locked=1, error="disk I/O error"))  # type: ignore[arg-type]
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # and the wait ends
+        use_wal(_LockedAtFirst(tmp_path / "c.sqlite", locked=10**6), timeout=0.2)  # type: ignore[arg-type]
 
 
 def test_the_server_store_upgrades_before_any_graph_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
