@@ -402,7 +402,8 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
        "mragent": {"mra_prefix_layout": False, "mra_rewrite_skip_words": 0, "mra_preselect": "llm_union",
                    "mra_tag_score": "llm", "mra_stop_on_repeat": False, "mra_reply_bounds": False,
                    "mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False,
-                   "mra_question_cues": "llm", "mra_seed_ranked_turns": 0},
+                   "mra_question_cues": "llm", "mra_seed_ranked_turns": 0, "mra_final_answer_tokens": 0,
+                   "mra_answer_rewrite": True},
        "hymem": {"hymem_prefix_layout": False, "hymem_light_k": 10, "hymem_light_turn_tokens": 0,
                  "hymem_final_answer_tokens": 0},
        # No layout setting: successive rounds show different memories (each round's new ones were never

@@ -9,7 +9,8 @@ START → extract_cues → seed → navigate → route ─┬─ answer JSON →
 the kept memories H first (recollect.graphs.mragent.prompting). A turn joins `masks` only when a prompt rendered
 its raw text. `route` is deterministic: it reads both tool protocols into one list of calls
 (recollect.graphs.mragent.protocol), applies the keep/prune decision to H and enforces the per-round and
-per-question call caps. `tools` runs the registry in recollect.graphs.mragent.tools. See README.md in this folder.
+per-question call caps. `tools` runs the registry in recollect.graphs.mragent.tools. `answer` (answer.py) writes
+the answer. See README.md in this folder.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
+from recollect.graphs.mragent.answer import answer
 from recollect.graphs.mragent.cues import (
     STOPWORDS,
     cue_norm,
@@ -29,9 +30,9 @@ from recollect.graphs.mragent.cues import (
     lexical_question_cues,
     question_window,
 )
-from recollect.graphs.mragent.final import exchange, forced_reply
+from recollect.graphs.mragent.final import exchange
 from recollect.graphs.mragent.layout import turn_of
-from recollect.graphs.mragent.prompting import Rendered, navigate_prompt
+from recollect.graphs.mragent.prompting import navigate_prompt, shown_update
 from recollect.graphs.mragent.protocol import (
     NAVIGATE_MAX_TOKENS,
     NAVIGATE_MAX_TOKENS_UNBOUNDED,
@@ -50,17 +51,12 @@ from recollect.graphs.mragent.seed import build_seed, parse_window
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
-from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
 from recollect.graphs.mragent.tools import ToolContext, error_result, execute, structured_tools
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured, invoke_counted
-from recollect.llm.usage import merge_usage
 from recollect.prompts import render_prompt
-from recollect.spans import is_short_span
 from recollect.state import InputState, OutputState
 from recollect.steps import (
-    NO_INFO,
-    is_no_info,
     wire_question_lifecycle,
     workspace,
 )
@@ -71,19 +67,6 @@ P = "mragent"
 
 def _graph(ctx: MRAgentContext, namespace: str) -> CueTagGraph:
     return CueTagGraph.load(workspace(ctx), namespace)
-
-
-def _shown_update(state: MRAgentState, shown: Rendered) -> dict[str, Any]:
-    """State fields for what a prompt rendered: masks, visible ids, evidence lines (new turns only)."""
-    masks = set(state.get("masks") or [])
-    new = [(t, line) for t, line in zip(shown.shown_turns, shown.evidence, strict=True) if t not in masks]
-    return {
-        "masks": [t for t, _ in new],
-        "shown_turn_ids": [t for t, _ in new],  # the same turns, named in the node's trace record too
-        "mra_visible_ids": shown.visible,
-        "evidence": list(state.get("evidence") or []) + [line for _, line in new],
-        "retrieved": [{"id": t, "text": line} for t, line in new],
-    }
 
 
 def extract_cues(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
@@ -168,7 +151,7 @@ def navigate(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str,
     tool_calls = [{"name": tc.get("name"), "args": tc.get("args")} for tc in (msg.tool_calls or [])]
     for bad in getattr(msg, "invalid_tool_calls", None) or []:  # unparsable native args still count as calls
         tool_calls.append({"name": bad.get("name"), "args": bad.get("args")})
-    update = _shown_update(state, shown)
+    update = shown_update(state, shown)
     return {
         **update,
         "iteration": it,
@@ -317,61 +300,6 @@ def tools(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, An
 
 def after_tools(state: MRAgentState) -> Literal["answer", "navigate"]:
     return "answer" if state.get("mra_forced_final") else "navigate"
-
-
-def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
-    ctx = runtime.context
-    g = _graph(ctx, state["namespace"])
-    draft = (state.get("draft_answer") or "").strip()
-    usage: dict[str, Any] = {}
-    note: dict[str, Any] = {}
-    update: dict[str, Any] = {}
-    forced = not draft
-    visible = list(state.get("mra_visible_ids") or [])
-    shown_turns = list(state.get("masks") or [])
-    if draft:
-        text, cited, conf = draft, list(state.get("supports") or []), state.get("mra_confidence")
-    else:
-        shown, reply, usage, content, layout = forced_reply(state, ctx, g)
-        update = _shown_update(state, shown)
-        visible += shown.visible
-        shown_turns += update["masks"]
-        if reply is not None and reply.answer.strip():
-            text, cited, conf = reply.answer.strip(), reply.supports, reply.confidence
-        else:
-            text, cited, conf = NO_INFO, [], None
-            note = {"fallback": True, "raw": content[:300]}
-        note.update(shown_turn_ids=update["masks"], not_shown_for_room=shown.not_shown, answer_prompt=layout)
-    supports = map_supports(cited, visible, g.turns)
-    draft_text = text
-    if ctx.mra_answer_rewrite and text and not is_no_info(text) and is_short_span(text, ctx.mra_rewrite_skip_words):
-        note.update(skipped_call="rewrite_answer", skip_reason=f"the answer is already a span of at most "
-                    f"{ctx.mra_rewrite_skip_words} words with no digit (mra_rewrite_skip_words)")
-    elif ctx.mra_answer_rewrite and text and not is_no_info(text):
-        # Our addition (false = spec): the span rewrite, shown the cited turns and then the kept memories.
-        shown_mems = answer_memories(g, supports, state.get("critical_memories") or [])[:REWRITE_MEMORIES]
-        rewritten = rewrite_answer(ctx, state["question"], text, shown_mems, node="rewrite_answer")
-        text = rewritten.answer
-        usage = merge_usage(usage, rewritten.usage)
-        note.update(rewritten.trace_fields(draft_text))
-        update["answer_before_rewrite"] = draft_text
-    for candidate in dict.fromkeys([text, draft_text]):  # the span first: it is likelier to occur verbatim
-        if supports or not candidate or is_no_info(candidate):
-            break
-        supports = answer_supports(ctx, state["namespace"], candidate, shown_turns, visible, g, note)
-    crit = answer_memories(g, supports, state.get("critical_memories") or [])
-    return {
-        **update,
-        "answer": text or NO_INFO,
-        "supports": supports,
-        "critical_memories": crit,
-        "mra_confidence": conf,
-        "mra_forced_final": forced,
-        "usage": usage,
-        "trace": emit("answer", answer=text or NO_INFO, forced=forced, llm_call=forced, cited=cited,
-                      supports=supports, dropped_citations=[c for c in cited if c not in supports],
-                      confidence=conf, **note),
-    }
 
 
 def recursion_limit(ctx: MRAgentContext) -> int:

@@ -260,3 +260,16 @@ def final_evidence(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph) -> 
                 rendered.not_shown.append(tid)
     rendered.not_shown += cut
     return _finish(rendered), lines
+
+
+def shown_update(state: MRAgentState, shown: Rendered) -> dict[str, Any]:
+    """State fields for what a prompt rendered: masks, visible ids, evidence lines (new turns only)."""
+    masks = set(state.get("masks") or [])
+    new = [(t, line) for t, line in zip(shown.shown_turns, shown.evidence, strict=True) if t not in masks]
+    return {
+        "masks": [t for t, _ in new],
+        "shown_turn_ids": [t for t, _ in new],  # the same turns, named in the node's trace record too
+        "mra_visible_ids": shown.visible,
+        "evidence": list(state.get("evidence") or []) + [line for _, line in new],
+        "retrieved": [{"id": t, "text": line} for t, line in new],
+    }

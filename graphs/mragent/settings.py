@@ -98,8 +98,21 @@ class MRAgentSettings:
     # short span with absolute dates, the rewrite MGRetrieval's spec ends with (app/answer_rewrite.py).
     # The 1.5B model answers MRAgent's questions in full sentences ("Caroline went to the group on May 8,
     # 2023."), which LoCoMo-F1 scores near zero; the measured effect is in graphs/mragent/DESIGN.md.
+    # Off since mra_final_answer_tokens: the final call answers in rag's short form; the rewrite was measured on
+    # the spec's sentence answers.
     mra_answer_rewrite: bool = setting(
-        True, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
+        False, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
+    # Issue 35 (spec: the navigate answer or the forced final call is the answer). On the decisive rows MRAgent
+    # showed the model as many gold turns as rag (70.9 against 70.2 %) and cited more (36.6 against 34.9 %), yet
+    # scored 9.4 points below it (single-hop 18.7 below): its answers are written in the navigate loop, among
+    # tool calls, kept-memory lists and instructions, by the 1.5B model. >0: one last call writes the answer as
+    # rag does, with the baselines' prompt and turn lines, from the turns the loop showed and its tools returned
+    # (the navigate answer's citations first, then the rest ranked for the question) within this many tokens
+    # (1280 = rag's five chunks of 256: the same answer-prompt budget); it replaces the forced final call, which
+    # runs only when it gives no answer and the loop gave none (recollect.turn_answer). 0 = the spec.
+    mra_final_answer_tokens: int = setting(
+        1280, "MRAgent: one last call answers as rag does from the turns the loop showed and returned, the navigate "
+              "answer's citations first, within this many tokens of turns (0 = the spec's answer)", ge=0, paper=0)
 
     # Issue 34 (the paper's prompt is the "false" layout). On a CPU a call costs its prompt's prefill, and
     # llama.cpp reuses the longest common prefix with the slot's previous prompt. True: the navigate prompt

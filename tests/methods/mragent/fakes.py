@@ -168,7 +168,8 @@ def ingest_model(**kw: Any) -> ScriptedChatModel:
 # the question's cues from the scripted cue call and the seed from the cue paths alone, as the paper; the
 # lexical cues and the ranked seed turns have their own tests (test_question_cues.py)
 PAPER_LOOP = {"mra_max_rounds": 8, "mra_tool_protocol": "auto", "mra_answer_continues": False,
-              "mra_question_cues": "llm", "mra_seed_ranked_turns": 0}
+              "mra_question_cues": "llm", "mra_seed_ranked_turns": 0, "mra_final_answer_tokens": 0,
+              "mra_answer_rewrite": True}
 
 
 def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, namespace: str = "ns",
@@ -181,8 +182,9 @@ def ingest(data_dir: str, sessions: list[list[tuple[str, str]]] | None = None, n
     # lexical cues (test_compact.py) and the turns as sentences (test_sentences.py) have their own tests.
     ctx_kw.setdefault("mra_ingest_cues", "llm")
     ctx_kw.setdefault("mra_ingest_sentences", "llm")
-    # The loop behaviours are the paper's loop (8 rounds, tools bound, the final call's own prompt); the cost
-    # defaults that shorten it have their own tests (test_answer_continues.py).
+    # The loop behaviours are the paper's loop (8 rounds, tools bound, the final call's own prompt, its answer
+    # rewritten into a span); the defaults that change it have their own tests (test_answer_continues.py,
+    # test_final_answer.py).
     for name, value in PAPER_LOOP.items():
         ctx_kw.setdefault(name, value)
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=model, **ctx_kw)
@@ -197,6 +199,7 @@ def draft_of(prompt: str) -> str:
 
 
 CONTINUED = "No more tool calls"  # prompts/mragent/final_continue.md
+TURNS_ANSWER = "Answer the question about a past conversation using only the memories"  # prompts/baselines/answer.md
 
 
 class QuestionModel:
@@ -204,7 +207,7 @@ class QuestionModel:
 
     def __init__(self, cues: Any = None, navigate: list[Any] | None = None, navigate_default: Any = None,
                  pick: Any = None, score: Any = None, tag_score: Any = None, final: Any = None,
-                 rewrite: Any = None) -> None:
+                 rewrite: Any = None, turns: Any = None) -> None:
         self.cues = cues if cues is not None else {"time_window": "", "cues": [{"cue": "Pixel", "alternatives": []}]}
         self.navigate = list(navigate or [])
         self.navigate_default = navigate_default
@@ -212,6 +215,8 @@ class QuestionModel:
         self.final = final if final is not None else {"answer": "Pixel", "supports": [], "confidence": 0.5}
         # The answer rewrite (mra_answer_rewrite) keeps the draft unless a test scripts it.
         self.rewrite = rewrite if rewrite is not None else (lambda n, prompt: {"answer": draft_of(prompt)})
+        # the final answer from turns (mra_final_answer_tokens), in the baselines' answer prompt
+        self.turns = turns if turns is not None else {"answer": "Pixel", "supports": []}
         self.kinds: list[str] = []
         self.model = ScriptedChatModel(default=self.reply)
 
@@ -240,4 +245,6 @@ class QuestionModel:
             return "final", self.final
         if prompt.startswith("Rewrite a draft answer"):
             return "rewrite", self.rewrite
+        if prompt.startswith(TURNS_ANSWER):
+            return "turns", self.turns
         raise AssertionError("unexpected prompt: " + prompt[:80])

@@ -9,7 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from recollect.graphs.mragent.graph import graph, map_supports
+from recollect.graphs.mragent.graph import graph
+from recollect.graphs.mragent.supports import map_supports
 from recollect.graphs.mragent.protocol import parse_reply
 from recollect.graphs.mragent.schemas import NavigateJSON
 from recollect.graphs.registry import AllMethodsContext
@@ -455,7 +456,7 @@ def test_max_rounds_one_goes_straight_to_the_forced_answer(base: AllMethodsConte
 
 
 def test_a_cited_line_counts_for_its_leading_id() -> None:
-    from recollect.graphs.mragent.graph import map_supports
+    from recollect.graphs.mragent.supports import map_supports
 
     visible = ["D1:1", "D1:3"]
     cited = ["D1:1: Maya: I adopted a dog called Biscuit. (2024-03-04)", "[D1:3-1] Maya walks Biscuit", "D1:12x"]
