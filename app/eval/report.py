@@ -117,9 +117,13 @@ def summarize_method(rows: Sequence[dict[str, Any]], categories: Sequence[int]) 
         overall["locomo_f1_with_adversarial"] = _mean(r["locomo_f1_r3"] for r in rows)
     out: dict[str, Any] = {"categories": per_cat, "overall": overall}
     drafts = [r for r in rows if r["category"] in JUDGED and r.get("draft_locomo_f1") is not None]
-    if drafts:  # what the final span rewrite did: LoCoMo-F1 of the same answers before it
+    if drafts:  # what the final step (a span rewrite, a final answer call) did: F1 of the same answers before it
+        from recollect.eval.intervals import bootstrap_mean
+
         out["rewrite"] = {"questions": len(drafts), "draft_locomo_f1": _mean(r["draft_locomo_f1"] for r in drafts),
-                          "final_locomo_f1": _mean(r["locomo_f1"] for r in drafts)}
+                          "final_locomo_f1": _mean(r["locomo_f1"] for r in drafts),
+                          "paired_difference": bootstrap_mean(
+                              [float(r["locomo_f1"] or 0.0) - float(r["draft_locomo_f1"]) for r in drafts])}
     if any(r.get("mg_rounds") is not None for r in rows):  # MGRetrieval: how often a round degrades to dense
         out["keyword_rounds"] = {key: sum(int(r.get(f) or 0) for r in rows) for key, f in KEYWORD_ROUND_FIELDS.items()}
     return out
@@ -323,8 +327,11 @@ def _rewrite_lines(s: dict[str, Any]) -> list[str]:
     rw = s.get("rewrite")
     if not rw:
         return []
-    return [f"Final span rewrite ({rw['questions']} answers): LoCoMo-F1 {pct(rw['draft_locomo_f1'])} before it, "
-            f"{pct(rw['final_locomo_f1'])} after.", ""]
+    diff = rw.get("paired_difference")
+    paired = (f" (paired difference {100 * diff['mean']:+.2f} [{100 * diff['lo']:+.2f}, {100 * diff['hi']:+.2f}])"
+              if diff else "")
+    return [f"Final step, a span rewrite or a final answer call ({rw['questions']} answers): LoCoMo-F1 "
+            f"{pct(rw['draft_locomo_f1'])} before it, {pct(rw['final_locomo_f1'])} after{paired}.", ""]
 
 
 def summary_markdown(summary: dict[str, Any], meta: dict[str, Any], iv: dict[str, Any] | None = None) -> str:

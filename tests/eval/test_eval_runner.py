@@ -275,8 +275,12 @@ def test_rows_and_summary_show_what_the_answer_rewrite_did() -> None:
                 "locomo_f1_r3": f1, "prompt_tokens": 1, "completion_tokens": 1, "draft_locomo_f1": draft_f1}
 
     s = summarize_method([row(1.0, 0.25), row(0.5, 0.25), row(0.0, None)], [2])
+    paired = s["rewrite"].pop("paired_difference")
     assert s["rewrite"] == {"questions": 2, "draft_locomo_f1": 0.25, "final_locomo_f1": 0.75}
-    assert _rewrite_lines(s)[0] == "Final span rewrite (2 answers): LoCoMo-F1 25.00 before it, 75.00 after."
+    assert paired["mean"] == 0.5 and paired["lo"] == 0.25 and paired["hi"] == 0.75 and paired["n"] == 2
+    s["rewrite"]["paired_difference"] = paired
+    assert _rewrite_lines(s)[0] == ("Final step, a span rewrite or a final answer call (2 answers): LoCoMo-F1 25.00 "
+                                    "before it, 75.00 after (paired difference +50.00 [+25.00, +75.00]).")
     assert "rewrite" not in summarize_method([row(0.5, None)], [2])
 
 
