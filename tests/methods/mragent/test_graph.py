@@ -10,9 +10,9 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from recollect.graphs.mragent.graph import graph
-from recollect.graphs.mragent.supports import map_supports
 from recollect.graphs.mragent.protocol import parse_reply
 from recollect.graphs.mragent.schemas import NavigateJSON
+from recollect.graphs.mragent.supports import map_supports
 from recollect.graphs.registry import AllMethodsContext
 from recollect.memory.workspace import NamespaceError
 from recollect.trace import shown_turn_ids as trace_shown_turn_ids
