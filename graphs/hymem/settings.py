@@ -109,7 +109,7 @@ class HyMemSettings:
     # Measured on 120 decisive questions: +0.30 [-0.51, +1.08] F1 for 0.8 calls more a question (the 1.5B model
     # copies sentence drafts back unchanged; hymem_answer_rewrite.md). Off since hymem_final_answer_tokens.
     hymem_answer_rewrite: bool = setting(
-        False, "HyMem: rewrite the answer into a short span with one more call (false = the spec)", paper=False)
+        False, "HyMem: rewrite the answer into a short span with one more call (false = the spec)")
     # Issue 35 (spec: the draft of the last round is the answer). HyMem's rows show more gold turns than rag's
     # and cite more, yet score lower: its answer steps lose what it found (the rewrite above did not recover
     # it). >0: one last call writes the answer as rag does, with the baselines' prompt and turn lines, from the

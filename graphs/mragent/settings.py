@@ -101,7 +101,7 @@ class MRAgentSettings:
     # Off since mra_final_answer_tokens: the final call answers in rag's short form; the rewrite was measured on
     # the spec's sentence answers.
     mra_answer_rewrite: bool = setting(
-        False, "MRAgent: rewrite the answer into a short span with one more call (false = spec)", paper=False)
+        False, "MRAgent: rewrite the answer into a short span with one more call (false = spec)")
     # Issue 35 (spec: the navigate answer or the forced final call is the answer). On the decisive rows MRAgent
     # showed the model as many gold turns as rag (70.9 against 70.2 %) and cited more (36.6 against 34.9 %), yet
     # scored 9.4 points below it (single-hop 18.7 below): its answers are written in the navigate loop, among
