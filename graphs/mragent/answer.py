@@ -17,6 +17,7 @@ from recollect.graphs.mragent.store import CueTagGraph
 from recollect.graphs.mragent.supports import answer_memories, answer_supports, map_supports
 from recollect.llm.usage import merge_usage
 from recollect.spans import is_short_span
+from recollect.state import union_ids
 from recollect.steps import NO_INFO, is_no_info, workspace
 from recollect.trace import emit
 from recollect.turn_answer import TurnAnswer, answer_from_turns
@@ -59,9 +60,8 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         shown, reply, forced_usage, content, layout = forced_reply(state, ctx, g)
         usage = merge_usage(usage, forced_usage)
         forced_shown = shown_update(state, shown)
-        update.update({k: v for k, v in forced_shown.items() if k not in ("masks", "shown_turn_ids")})
-        update["masks"] = update["shown_turn_ids"] = list(dict.fromkeys(
-            (update.get("masks") or []) + forced_shown["masks"]))
+        merged = union_ids(update.get("masks"), forced_shown["masks"])  # the final call's turns, then these
+        update.update(forced_shown, masks=merged, shown_turn_ids=merged)
         visible += shown.visible
         shown_turns += forced_shown["masks"]
         if reply is not None and reply.answer.strip():
