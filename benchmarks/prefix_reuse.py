@@ -243,7 +243,8 @@ class HyMemPolicy:
 class MGPolicy:
     """MGRetrieval's calls: keyword selection picks the candidates found in the question (else the first
     two), assess answers the keyword, says sufficient by its script and keeps the shown memories that
-    mention the keyword (else the first two shown), the rewrite returns the draft."""
+    mention the keyword (else the first two shown), the final answer call answers the keyword citing a turn
+    that mentions it, the rewrite returns the draft."""
 
     def __init__(self, plan: list[str], question: str, keyword: str) -> None:
         self.plan = list(plan)
@@ -262,6 +263,9 @@ class MGPolicy:
             found = [c.strip() for c in _CANDIDATE.findall(text)]
             picked = [c for c in found if c in self.question] or found[:2]
             return {"keywords": picked[:3]}
+        if '"supports"' in schema:  # the final answer call (mg_final_answer_tokens), in rag's prompt
+            ids = [tid for tid, rest in _turn_lines(text) if _mentions(rest, self.keyword)]
+            return {"answer": self.keyword, "supports": ids[:1]}
         if "Rewrite a draft answer" in text:
             found_draft = re.search(r"^Draft answer: (.*)$", text, re.M)
             return {"answer": found_draft[1].strip() if found_draft else "No information available"}
@@ -409,8 +413,9 @@ OFF = {"memr3": {"memr3_prefix_layout": False, "memr3_skip_forced_router": False
        # No layout setting: successive rounds show different memories (each round's new ones were never
        # shown, the kept ones are the model's pick), so there is little to share beyond what the
        # static-first prompt already shares (graphs/mgretrieval/README.md, "Prompt layout").
-       # (mg_turn_ranking and mg_dense_fill: issue 35 changed what a round shows, not how its prompt is laid out)
-       "mgretrieval": {"mg_turn_ranking": "cosine", "mg_dense_fill": 10}}
+       # (mg_turn_ranking, mg_dense_fill and mg_final_answer_tokens: issue 35 changed what a round shows and the
+       # answer step, not how a prompt is laid out)
+       "mgretrieval": {"mg_turn_ranking": "cosine", "mg_dense_fill": 10, "mg_final_answer_tokens": 0}}
 LAYOUT_ONLY = {"memr3": {"memr3_skip_forced_router": False}, "mragent": {"mra_rewrite_skip_words": 0}}
 # The runs of each graph's report rows: off, layout only (when a graph also drops calls), on (the defaults).
 ROWS = {"memr3": ("off", "layout_only", "on"), "mragent": ("off", "layout_only", "on"), "hymem": ("off", "on"),

@@ -1,9 +1,11 @@
-"""The main model's nodes: `assess` (p_r2, one call per round) and the final `rewrite` (p_r3)
-(README.md in this folder, "The graph" and "What this implementation changes, and why").
+"""The main model's nodes: `assess` (p_r2, one call per round), `final_answer` (our addition,
+`mg_final_answer_tokens`) and the final `rewrite` (p_r3) (README.md in this folder, "The graph" and "What this
+implementation changes, and why").
 
 `assess` sees exactly (q, a(r-1), H(r-1), R̃(r)) (eq. 12) and replaces H with the shown memories the
 reply names (eq. 13); ids it invents are dropped. `rewrite` turns the draft into a short span with
-the shared `recollect.answer_rewrite`.
+the shared `recollect.answer_rewrite`. `final_answer` writes the answer as rag does from the turns the rounds
+showed and brought in (`recollect.turn_answer`); the rewrite then runs only when it gave no answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from recollect.answer_rewrite import memory_line, memory_lines, rewrite_answer
 from recollect.dialogue.turn_ids import TurnIdMatcher, id_items
 from recollect.graphs.mgretrieval.settings import MGRetrievalContext
 from recollect.graphs.mgretrieval.state import MGRetrievalState, RoundEntry
+from recollect.graphs.mgretrieval.turns import memory_item, session_dates
 from recollect.graphs.mgretrieval.vocabulary import METHOD
 from recollect.llm.lenient import Text
 from recollect.llm.models import get_chat_model
@@ -26,6 +29,7 @@ from recollect.memory.workspace import Workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO, grounded_in, grounded_supports, is_no_info, messages, workspace
 from recollect.trace import emit
+from recollect.turn_answer import answer_from_turns
 
 
 class AssessReply(BaseModel):
@@ -173,4 +177,33 @@ def rewrite(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> di
         "shown_turn_ids": supports,  # the rewrite prompt shows the critical memories
         "trace": emit("rewrite", llm_role="main", draft=draft, answer=answer, supports=supports,
                       shown_turn_ids=supports, **note),
+    }
+
+
+def final_answer(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
+    """Our addition (`mg_final_answer_tokens`; the graph skips this node at 0, the spec): the answer written as
+    rag writes it from the turns the rounds showed and those their keyword groups brought in, the kept
+    memories first. No usable reply leaves the answer to the rewrite (the route after this node)."""
+    ctx = runtime.context
+    ns = state["namespace"]
+    draft = (state.get("draft_answer") or "").strip()
+    kept = [m["id"] for m in state.get("critical_memories") or []]
+    chosen = [*(state.get("shown_turn_ids") or []), *(state.get("retrieved_turn_ids") or [])]
+    final = answer_from_turns(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens,
+                              node="final_answer")
+    out: dict[str, Any] = {"usage": final.usage, "shown_turn_ids": final.shown}
+    note: dict[str, Any] = {"llm_role": "main", "final_draft": draft or None, **final.trace}
+    if not final.answer:
+        note["fallback"] = "the final answer call gave no answer: the rewrite answers"
+        return {**out, "trace": emit("final_answer", answer=None, **note)}
+    ws = workspace(ctx)
+    turns, dates = ws.turns(ns), session_dates(ws, ns)
+    critical = [memory_item(turns[t], dates.get(t, "")) for t in final.supports if t in turns]
+    return {
+        **out,
+        "answer": final.answer,
+        "answer_before_rewrite": draft or None,  # the eval scores the draft too, to show what this call did
+        "supports": final.supports,
+        "critical_memories": critical,
+        "trace": emit("final_answer", answer=final.answer, supports=final.supports, **note),
     }

@@ -87,6 +87,18 @@ class MGRetrievalSettings:
     mg_rewrite_keep_draft: bool = setting(
         True, "MGRetrieval: keep the draft when the rewrite says 'no information' but the draft answers "
               "(false = spec)", paper=False)
+    # Issue 35 (spec: the rewrite p_r3 turns the last round's draft into the answer). On the 120 decisive questions
+    # (fa6cb202) MGRetrieval's rounds brought in 69.0 % of the gold turns, as many as rag retrieves (70.2 %), but its
+    # assess prompts showed 59.5 % and it scored 6.3 F1 points below rag: a round shows a keyword group's best 30 turns
+    # and stops at the first grounded draft, and the rewrite reads only the kept memories. >0: one last call writes
+    # the answer as rag does (recollect.turn_answer: the baselines' prompt and turn lines, a 120-token reply) from
+    # the turns the rounds showed and those their groups brought in, the kept memories (the draft's evidence) first,
+    # then the rest ranked for the question by cosine and BM25 fused, within this many tokens (1280 = rag's five
+    # chunks of 256). It replaces the rewrite, which runs only when this call gives no answer. 0 = the spec.
+    mg_final_answer_tokens: int = setting(
+        1280, "MGRetrieval: one last call answers as rag does from the turns the rounds showed and brought in, the "
+              "kept memories first, within this many tokens of turns; the rewrite runs only when it gives no "
+              "answer (0 = the spec's rewrite)", ge=0, paper=0)
     # --- end of the MGRetrieval retrieval-round improvements
 
 

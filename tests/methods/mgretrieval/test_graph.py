@@ -55,7 +55,8 @@ Q = "What did Ann say about fruit?"
 # The spec's retrieval rounds: every improvement of graphs/mgretrieval/DESIGN.md "Retrieval rounds" switched off.
 SPEC: dict[str, Any] = {"mg_assess_grounding": False, "mg_dense_fill": 0, "mg_exhausted_fallback": "stop",
                         "mg_turn_ranking": "cosine", "mg_max_new_per_round": 20,
-                        "mg_keep_critical_when_none": False, "mg_rewrite_keep_draft": False}
+                        "mg_keep_critical_when_none": False, "mg_rewrite_keep_draft": False,
+                        "mg_final_answer_tokens": 0}
 ID = re.compile(r"\[(D\d+:\d+)\]")
 
 
@@ -340,7 +341,8 @@ def test_empty_vocabulary_makes_no_aux_call_and_uses_dense(data_dir: str) -> Non
     conv = make_conversation([[("Ann", t) for t in TEXTS]])
     ingest_conversation(conv, "bare", AllMethodsContext(data_dir=data_dir), methods=[])  # turns only, no vocabulary
     main, aux = main_model(True, keep="first"), aux_model(["apple"])
-    out, _ = run_graph(graph, AllMethodsContext(data_dir=data_dir, chat_model=main, aux_chat_model=aux), "bare", Q)
+    out, _ = run_graph(graph, AllMethodsContext(data_dir=data_dir, chat_model=main, aux_chat_model=aux,
+                                                mg_final_answer_tokens=0), "bare", Q)
     assert aux.calls == []
     assert "vocabulary is empty" in recs(out["trace"], "select_keywords")[0]["note"]
     assert recs(out["trace"], "retrieve_round")[0]["level"] == 0

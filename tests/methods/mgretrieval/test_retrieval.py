@@ -53,7 +53,10 @@ class Main:
 
 
 def ask(data_dir: str, main: Main, keywords: list[str], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main.model, aux_chat_model=aux_model(keywords), **kw)
+    """The rounds at main's defaults, answered by the rewrite: the final answer call after them is
+    test_final_answer.py's."""
+    ctx = AllMethodsContext(data_dir=data_dir, chat_model=main.model, aux_chat_model=aux_model(keywords),
+                            **{"mg_final_answer_tokens": 0, **kw})
     return run_graph(graph, ctx, "ns", Q)
 
 
