@@ -150,6 +150,10 @@ class Policy:
         if "Rewrite a draft answer" in text:
             found = re.search(r"^Draft answer: (.*)$", text, re.M)
             return {"answer": found[1].strip() if found else "No information available"}
+        last = str(messages[-1].content)
+        if last.startswith("Stop calling tools."):  # MRAgent's final answer call continuing the navigate exchange
+            ids = sorted(set(_ID.findall(last))) or sorted(set(_ID.findall(text)))
+            return {"answer": self.keyword, "supports": ids[:1]}
         if "Tool calls left" in text:
             return self.navigate(text)
         ids = sorted(set(_ID.findall(text)))

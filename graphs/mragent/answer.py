@@ -9,7 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.mragent.final import forced_reply
+from recollect.graphs.mragent.final import continued_turn_answer, forced_reply
 from recollect.graphs.mragent.prompting import shown_update
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
@@ -39,9 +39,13 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         # returned, the navigate answer's citations first (recollect.turn_answer). It replaces the forced call,
         # which runs only when this one gives no answer and there is no navigate answer to keep.
         cited_first = map_supports(list(state.get("supports") or []), visible, g.turns) if draft else []
-        final = answer_from_turns(ctx, state["namespace"], state["question"], cited_first,
-                                  shown_turns + list(state.get("retrieved_turn_ids") or []),
-                                  ctx.mra_final_answer_tokens, node="final_answer")
+        chosen = shown_turns + list(state.get("retrieved_turn_ids") or [])
+        sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
+        if sent:  # issue 34: the navigate exchange continued, so a prompt cache serves what it already read
+            final = continued_turn_answer(ctx, state, sent, cited_first, chosen, ctx.mra_final_answer_tokens)
+        if final is None:
+            final = answer_from_turns(ctx, state["namespace"], state["question"], cited_first, chosen,
+                                      ctx.mra_final_answer_tokens, node="final_answer")
         usage, note = final.usage, {"final_draft": draft or None, **final.trace}
         shown_turns += [t for t in final.shown if t not in set(shown_turns)]
         update.update(masks=final.shown, shown_turn_ids=final.shown)

@@ -113,6 +113,16 @@ class MRAgentSettings:
     mra_final_answer_tokens: int = setting(
         1280, "MRAgent: one last call answers as rag does from the turns the loop showed and returned, the navigate "
               "answer's citations first, within this many tokens of turns (0 = the spec's answer)", ge=0, paper=0)
+    # Issue 34: the final answer call in rag's own prompt re-sends every turn it reads, and a CPU server computes
+    # all of it (about 1,300 prompt tokens a question, a second navigate call's worth), since no earlier prompt of
+    # the question begins the same way. True: it continues the last navigate exchange instead (as the forced call
+    # does with mra_answer_continues): the navigate prompt and reply unchanged, so the server's cache serves them,
+    # then one message with rag's answer rules and only the picked turns the navigate prompt did not hold, in rag's
+    # turn lines (final.py). It reads the same turns, plus the navigate prompt's. False = rag's own prompt. JSON
+    # protocol only; a continuation that would not fit the runtime's window uses rag's prompt.
+    mra_final_answer_continues: bool = setting(
+        True, "MRAgent: the final answer call continues the last navigate exchange with one new message holding "
+              "the turns it did not show (false = rag's own answer prompt with every turn)")
 
     # Issue 34 (the paper's prompt is the "false" layout). On a CPU a call costs its prompt's prefill, and
     # llama.cpp reuses the longest common prefix with the slot's previous prompt. True: the navigate prompt

@@ -200,6 +200,7 @@ def draft_of(prompt: str) -> str:
 
 CONTINUED = "No more tool calls"  # prompts/mragent/final_continue.md
 TURNS_ANSWER = "Answer the question about a past conversation using only the memories"  # prompts/baselines/answer.md
+TURNS_CONTINUED = "Stop calling tools."  # prompts/mragent/final_turns_continue.md (mra_final_answer_continues)
 
 
 class QuestionModel:
@@ -222,8 +223,10 @@ class QuestionModel:
 
     def reply(self, messages: list, kwargs: dict[str, Any]) -> Any:
         prompt = str(messages[0].content)
-        # a continued final call (mra_answer_continues) resends the navigate exchange, then its own message
-        prompt = next((str(m.content) for m in messages[1:] if str(m.content).startswith(CONTINUED)), prompt)
+        # a continued final call (mra_answer_continues, mra_final_answer_continues) resends the navigate exchange,
+        # then its own message
+        prompt = next((str(m.content) for m in messages[1:] if str(m.content).startswith((CONTINUED, TURNS_CONTINUED))),
+                      prompt)
         kind, value = self._dispatch(prompt)
         self.kinds.append(kind)
         if callable(value) and not isinstance(value, dict):
@@ -245,6 +248,6 @@ class QuestionModel:
             return "final", self.final
         if prompt.startswith("Rewrite a draft answer"):
             return "rewrite", self.rewrite
-        if prompt.startswith(TURNS_ANSWER):
+        if prompt.startswith((TURNS_ANSWER, TURNS_CONTINUED)):
             return "turns", self.turns
         raise AssertionError("unexpected prompt: " + prompt[:80])

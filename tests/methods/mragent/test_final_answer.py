@@ -4,17 +4,22 @@ forced final call, which runs only when it gives no answer and the loop gave non
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
+from recollect.graphs.mragent import final as final_module
 from recollect.graphs.registry import AllMethodsContext
 from recollect.prompts import load_prompt
-from tests.methods.mragent.fakes import TURNS_ANSWER, QuestionModel, ingest
+from recollect.steps import workspace
+from tests.methods.mragent.fakes import TURNS_ANSWER, TURNS_CONTINUED, QuestionModel, ingest
 from tests.methods.mragent.test_memory import CONTEXT_D1_2, TIME_D1_3, nav, run
 
-ON = {"mra_final_answer_tokens": 1280, "mra_answer_rewrite": False}
+# rag's own prompt; the continuation of the navigate exchange (the default) has its own tests below
+ON = {"mra_final_answer_tokens": 1280, "mra_answer_rewrite": False, "mra_final_answer_continues": False}
+CONTINUES = {**ON, "mra_final_answer_continues": True, "mra_tool_protocol": "json"}
 ANSWER = {"mode": "answer", "answer": "Ann found Pixel at the Riverside shelter near her flat.",
           "supports": ["D1:3"], "confidence": 0.9}
 TURN_LINE = re.compile(r"^\[(D\d+:\d+)\] ", re.M)
@@ -95,3 +100,51 @@ def test_off_under_paper_and_at_zero(base: AllMethodsContext) -> None:
     state, _ = run(base.with_overrides(chat_model=qm.model, mra_final_answer_tokens=0, mra_answer_rewrite=False))
     assert state["answer"] == ANSWER["answer"] and turn_calls(qm) == []
     assert state.get("answer_before_rewrite") is None
+
+
+def continued_calls(qm: QuestionModel) -> list[dict[str, Any]]:
+    return [c for c in qm.model.calls if str(c["messages"][-1].content).startswith(TURNS_CONTINUED)]
+
+
+def test_the_final_call_continues_the_navigate_exchange_with_only_the_turns_it_did_not_show(
+        base: AllMethodsContext) -> None:
+    """Round 1 called a tool, round 2 answered: the final call re-sends round 2's prompt and reply unchanged (a
+    prompt cache serves them), then rag's answer rules with the picked turns round 2's prompt did not hold."""
+    qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), ANSWER],
+                       turns={"answer": "Riverside shelter", "supports": ["D1:3", "D9:9"]})
+    state, _ = run(base.with_overrides(chat_model=qm.model, **CONTINUES))
+    call, = continued_calls(qm)
+    navigates = [c for c in qm.model.calls if str(c["messages"][0].content).startswith("You answer a question")]
+    last_prompt = str(navigates[-1]["messages"][0].content)
+    first, reply, task = (str(m.content) for m in call["messages"])
+    assert first == last_prompt and json.loads(reply)["answer"] == ANSWER["answer"]
+    assert "answer with a short phrase" in task.lower() and "Question: Where did Ann find Pixel?" in task
+    record = answer_record(state)
+    assert record["final_layout"] == "continues the last navigate exchange"
+    new = TURN_LINE.findall(task)
+    assert new == record["final_new_turn_ids"] and set(new) <= set(record["final_turn_ids"])
+    turns = workspace(base).turns("ns")
+    for tid in record["final_turn_ids"]:  # a turn is re-sent only when the navigate prompt did not hold its text
+        assert (f"{turns[tid].speaker}: {turns[tid].full_text}" in last_prompt) is (tid not in new)
+    assert set(record["final_turn_ids"]) - set(new)  # some were read above
+    assert state["answer"] == "Riverside shelter" and state["supports"] == ["D1:3"]  # an id never shown is dropped
+    assert set(record["final_turn_ids"]) <= set(state["masks"])
+    assert turn_calls(qm) == []  # rag's own prompt was not sent
+
+
+def test_a_continuation_past_the_window_uses_rags_own_prompt(base: AllMethodsContext,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(final_module, "CONTINUE_MAX_TOKENS", 10)
+    qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), ANSWER], turns={"answer": "Riverside shelter",
+                                                                     "supports": ["D1:3"]})
+    state, _ = run(base.with_overrides(chat_model=qm.model, **CONTINUES))
+    assert continued_calls(qm) == [] and len(turn_calls(qm)) == 1
+    assert state["answer"] == "Riverside shelter"
+
+
+def test_the_continuation_is_the_default_and_needs_the_json_protocol(base: AllMethodsContext) -> None:
+    assert AllMethodsContext().mra_final_answer_continues is True
+    qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), ANSWER], turns={"answer": "Riverside shelter",
+                                                                     "supports": ["D1:3"]})
+    run(base.with_overrides(chat_model=qm.model, **{**CONTINUES, "mra_tool_protocol": "auto"}))
+    assert continued_calls(qm) == [] and len(turn_calls(qm)) == 1  # bound tools: no exchange to continue
