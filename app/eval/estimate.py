@@ -1,8 +1,11 @@
 """Model-time estimates for `recollect eval --plan` and `--time-budget`, from earlier rows and build logs.
 
-A question's cost is the mean `wall_time_s` of the graph's earlier ledger rows (any fingerprint: the
-code changes, the cost rarely by much), else the figure measured on a whole held-out conversation
-(issue "MemR3 and MRAgent at most twice RAG's time": 2 CPU cores with AVX-512). A memory build's cost is
+A question's cost is the larger of two means over the graph's newest ledger rows (any fingerprint: the
+newest code costs most like the code now): their `wall_time_s`, and the seconds their tokens take this runtime
+(prompt tokens the server computed and completion tokens, at the 2-core AVX-512 runtime's measured rates). A
+row whose replies came from the tape took seconds but recorded the taped tokens, so the second mean keeps a
+replayed run from passing for a cheap graph. Without rows, the figure measured on a whole held-out
+conversation (issue "MemR3 and MRAgent at most twice RAG's time": 2 CPU cores with AVX-512). A memory build's cost is
 the seconds per session of the builder's earlier builds (`builds.jsonl` beside the rows), else a default
 from the same measurements. A carry-over replays a question with no model: retrieval only.
 """
@@ -24,6 +27,11 @@ DEFAULT_SECONDS = {"rag": 10.0, "full_context": 8.0, "hymem": 16.0, "mgretrieval
 # Seconds per session of memory construction (turns and chunks: embedding only; the others call the model).
 DEFAULT_BUILD_SECONDS = {"turns": 1.0, "memr3": 2.0, "hymem": 21.0, "mgretrieval": 21.0, "mragent": 77.0}
 REPLAY_SECONDS = 3.0  # a carried-over question: retrieval and embedding, every reply from the tape
+# The 2-core AVX-512 runtime's prefill and decode rates (benchmarks/reports/speed/builders.md: 62 and 11.7 tokens/s
+# in that run; other runs 57-72 and 11-13).
+PREFILL_TOKENS_PER_S = 60.0
+DECODE_TOKENS_PER_S = 11.0
+RECENT_ROWS = 40  # the graph's newest rows that estimate its cost
 
 
 def parse_duration(text: str) -> float:
@@ -40,11 +48,21 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def token_seconds(row: dict[str, Any]) -> float:
+    """The seconds a row's model calls take at the runtime's rates, from the tokens it recorded."""
+    computed = float(row.get("prompt_tokens_computed") or row.get("prompt_tokens") or 0.0)
+    return computed / PREFILL_TOKENS_PER_S + float(row.get("completion_tokens") or 0.0) / DECODE_TOKENS_PER_S
+
+
 def seconds_per_question(method: str, rows: Iterable[dict[str, Any]]) -> float:
-    """Mean measured seconds of the graph's earlier rows (carried rows keep their measured seconds)."""
-    walls = [float(r["wall_time_s"]) for r in rows if r.get("method") == method and r.get("wall_time_s")
-             and not r.get("error")]
-    return sum(walls) / len(walls) if walls else DEFAULT_SECONDS.get(method, 30.0)
+    """The larger of the graph's earlier rows' mean measured seconds and mean token seconds (see the module's
+    docstring); the default figure without rows."""
+    mine = [r for r in rows if r.get("method") == method and r.get("wall_time_s") and not r.get("error")]
+    mine = mine[-RECENT_ROWS:]  # the newest rows (rows are appended): the graph as it is now costs most like them
+    if not mine:
+        return DEFAULT_SECONDS.get(method, 30.0)
+    walls = sum(float(r["wall_time_s"]) for r in mine) / len(mine)
+    return max(walls, sum(token_seconds(r) for r in mine) / len(mine))
 
 
 def read_builds(rows_dir: Path | None) -> list[dict[str, Any]]:

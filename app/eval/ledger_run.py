@@ -68,8 +68,13 @@ class GraphPlan:
         self.accepted = self.accepted | {self.fingerprint}
 
     def estimate_seconds(self) -> float:
+        """Model time if every carry-over replays from the tape."""
         return (self.build_seconds + len(self.compute) * self.seconds_per_question
                 + len(self.carry) * estimate.REPLAY_SECONDS)
+
+    def estimate_seconds_at_most(self) -> float:
+        """Model time if no carry-over replays (its graph's calls changed, so its questions are computed)."""
+        return self.build_seconds + (len(self.compute) + len(self.carry)) * self.seconds_per_question
 
 
 def asked_digest(q: Question) -> str:
@@ -158,17 +163,25 @@ def plan_text(graphs: Sequence[GraphPlan], questions: int) -> str:
     lines = [f"{questions} questions per graph",
              f"{'graph':14s} {'fingerprint':17s} {'current':>7s} {'carry':>6s} {'compute':>7s} "
              f"{'builds':>6s}  estimated model time"]
-    total = 0.0
+    total = most = 0.0
+
+    def span(low: float, high: float) -> str:
+        # a carry-over replays only where the tape holds every request its graph now makes
+        return estimate.format_minutes(low) + (f" to {estimate.format_minutes(high)}" if high > low + 30 else "")
+
     for g in graphs:
-        sec = g.estimate_seconds()
-        total += sec
+        sec, at_most = g.estimate_seconds(), g.estimate_seconds_at_most()
+        total, most = total + sec, most + at_most
         lines.append(f"{g.method:14s} {g.fingerprint[:16]:17s} {len(g.current):7d} {len(g.carry):6d} "
-                     f"{len(g.compute):7d} {len(g.builds_needed):6d}  {estimate.format_minutes(sec)}"
+                     f"{len(g.compute):7d} {len(g.builds_needed):6d}  {span(sec, at_most)}"
                      + (f" (memory {estimate.format_minutes(g.build_seconds)}, "
-                        f"{g.seconds_per_question:.0f} s per question)" if g.compute or g.builds_needed else ""))
+                        f"{g.seconds_per_question:.0f} s per question)"
+                        if g.compute or g.carry or g.builds_needed else ""))
     lines.append(f"{'total':14s} {'':17s} {sum(len(g.current) for g in graphs):7d} "
                  f"{sum(len(g.carry) for g in graphs):6d} {sum(len(g.compute) for g in graphs):7d} "
-                 f"{sum(len(g.builds_needed) for g in graphs):6d}  {estimate.format_minutes(total)}")
+                 f"{sum(len(g.builds_needed) for g in graphs):6d}  {span(total, most)}")
+    if any(g.carry for g in graphs):
+        lines.append("(a range: the low end if every carry-over replays from the tape, the high end if none does)")
     return "\n".join(lines)
 
 
