@@ -29,7 +29,8 @@ from recollect.memory.workspace import Workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO, grounded_in, grounded_supports, is_no_info, messages, workspace
 from recollect.trace import emit
-from recollect.turn_answer import answer_from_turns
+from recollect.turn_answer import TurnAnswer, answer_from_turns
+from recollect.turn_continue import continued_answer, exchange_of
 
 
 class AssessReply(BaseModel):
@@ -146,6 +147,8 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
         "iteration": iteration,
         "usage": res.usage,
         "shown_turn_ids": shown,
+        # a reply that took its retry was answered to a longer chat: the final call does not continue that one
+        "mg_exchange": exchange_of(user, res.raw) if res.value is not None and res.attempts == 1 else None,
         "mg_round_log": [RoundEntry(node="assess", round=rnd, grounded=grounded)],
         "trace": emit(
             "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient,
@@ -183,14 +186,21 @@ def rewrite(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> di
 def final_answer(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dict[str, Any]:
     """Our addition (`mg_final_answer_tokens`; the graph skips this node at 0, the spec): the answer written as
     rag writes it from the turns the rounds showed and those their keyword groups brought in, the kept
-    memories first. No usable reply leaves the answer to the rewrite (the route after this node)."""
+    memories first; continuing the last assess exchange (`mg_final_answer_continues`) or in rag's own prompt.
+    No usable reply leaves the answer to the rewrite (the route after this node)."""
     ctx = runtime.context
     ns = state["namespace"]
     draft = (state.get("draft_answer") or "").strip()
     kept = [m["id"] for m in state.get("critical_memories") or []]
     chosen = [*(state.get("shown_turn_ids") or []), *(state.get("retrieved_turn_ids") or [])]
-    final = answer_from_turns(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens,
-                              node="final_answer")
+    sent = state.get("mg_exchange") if ctx.mg_final_answer_continues else None
+    final: TurnAnswer | None = None
+    if sent:  # issue 34: the last assess exchange continued, so a prompt cache serves what it already read
+        final = continued_answer(ctx, ns, state["question"], sent, kept, chosen, ctx.mg_final_answer_tokens,
+                                 (METHOD, "final_continue"), shown_before=state.get("shown_turn_ids") or [])
+    if final is None:
+        final = answer_from_turns(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens,
+                                  node="final_answer")
     out: dict[str, Any] = {"usage": final.usage, "shown_turn_ids": final.shown}
     note: dict[str, Any] = {"llm_role": "main", "final_draft": draft or None, **final.trace}
     if not final.answer:

@@ -99,6 +99,16 @@ class MGRetrievalSettings:
         1280, "MGRetrieval: one last call answers as rag does from the turns the rounds showed and brought in, the "
               "kept memories first, within this many tokens of turns; the rewrite runs only when it gives no "
               "answer (0 = the spec's rewrite)", ge=0, paper=0)
+    # Issue 34: in rag's own prompt the final answer call re-sends every turn it reads, and a CPU server computes
+    # all of it again (about 1,300 prompt tokens a question), though the last assess prompt held most of them.
+    # True: it continues the last assess exchange instead (that prompt and reply unchanged, so the server's cache
+    # serves them) with one message of rag's answer rules and only the picked turns that prompt did not hold
+    # (recollect.turn_continue), as MRAgent's final answer call continues its navigate exchange. False = rag's own
+    # prompt; a continuation that would not fit the runtime's window, or after an assess reply that needed its
+    # retry, uses it too.
+    mg_final_answer_continues: bool = setting(
+        True, "MGRetrieval: the final answer call continues the last assess exchange with one new message holding "
+              "the turns it did not show (false = rag's own answer prompt with every turn)")
     # --- end of the MGRetrieval retrieval-round improvements
 
 

@@ -40,5 +40,7 @@ class MGRetrievalState(MemoryState):
     mg_new_memories: NotRequired[list[dict[str, Any]]]
     mg_sufficient: NotRequired[bool]
     mg_exhausted: NotRequired[bool]
+    # the last assess call's prompt and reply, for the final answer call to continue (mg_final_answer_continues)
+    mg_exchange: NotRequired[dict[str, str] | None]
     # Appended to by each round's nodes; typed so the eval need not search the trace for them.
     mg_round_log: NotRequired[Annotated[list[RoundEntry], operator.add]]

@@ -4,6 +4,7 @@ rewrite runs only when it gives no answer; off under profile=paper (the spec's r
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,6 +36,7 @@ class Main:
     def __init__(self, final: Any, assess: dict[str, Any] | None = None) -> None:
         self.final, self.assess = final, assess or ASSESS
         self.prompts: dict[str, list[str]] = {"assess": [], "final": [], "rewrite": []}
+        self.final_messages: list[list[Any]] = []
         self.model = ScriptedChatModel(default=self.reply)
 
     def reply(self, messages: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -42,12 +44,15 @@ class Main:
         props = schema_props(kwargs)
         kind = "assess" if "sufficient" in props else "final" if "supports" in props else "rewrite"
         self.prompts[kind].append(text)
+        if kind == "final":
+            self.final_messages.append(list(messages))
         return {"assess": self.assess, "final": self.final, "rewrite": {"answer": "Rewritten"}}[kind]
 
 
 def ask(data_dir: str, main: Main, keywords: list[str], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The final call in rag's own prompt unless `kw` says otherwise (the continuation has its own tests below)."""
     ctx = AllMethodsContext(data_dir=data_dir, chat_model=main.model, aux_chat_model=aux_model(keywords),
-                            **{"mg_final_answer_tokens": 1280, **kw})
+                            **{"mg_final_answer_tokens": 1280, "mg_final_answer_continues": False, **kw})
     return run_graph(graph, ctx, "ns", Q)
 
 
@@ -107,3 +112,34 @@ def test_off_under_paper_and_at_zero(data: str) -> None:
     out, _ = ask(data, main, ["apple"], mg_final_answer_tokens=0)
     assert main.prompts["final"] == [] and len(main.prompts["rewrite"]) == 1
     assert out["answer"] == "Rewritten" and not recs(out["trace"], "final_answer")
+
+
+def test_the_final_call_continues_the_last_assess_exchange_with_only_the_turns_it_did_not_show(data: str) -> None:
+    """A group of 5 (apple) cut to 2 a round: round 1's assess prompt and reply are re-sent unchanged (a prompt
+    cache serves them), then one message with rag's answer rules and the picked turns that prompt did not hold."""
+    main = Main({"answer": "pie", "supports": ["D1:2", "D1:5", "D9:9"]})
+    out, state = ask(data, main, ["apple"], mg_max_new_per_round=2, mg_dense_fill=0, mg_max_rounds=1,
+                     mg_final_answer_continues=True)
+    (assess_prompt,) = main.prompts["assess"]
+    first, reply, task = (str(m.content) for m in main.final_messages[0])
+    assert first == assess_prompt and json.loads(reply) == ASSESS
+    assert task.startswith("No more rounds") and "Answer with a short phrase" in task and Q in task
+    record = recs(out["trace"], "final_answer")[0]
+    assert record["final_layout"] == "continues the last exchange"
+    new = TURN_LINE.findall(task)
+    assert new == record["final_new_turn_ids"] and new and set(new).isdisjoint(recs(out["trace"], "retrieve_round")[0]["new_ids"])
+    assert set(record["final_turn_ids"]) == {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"}
+    assert out["answer"] == "pie" and out["supports"] == ["D1:2", "D1:5"]  # an id never shown is dropped
+    assert main.prompts["rewrite"] == []
+
+
+def test_the_continuation_is_the_default_and_skips_an_exchange_that_needed_a_retry(data: str) -> None:
+    assert AllMethodsContext().mg_final_answer_continues is True
+    replies = iter(["not json", ASSESS])
+    main = Main({"answer": "pie", "supports": ["D1:2"]})
+    # the first assess reply is unreadable, its retry answers
+    main.model.default = lambda messages, kwargs: (
+        next(replies) if "sufficient" in schema_props(kwargs) else main.reply(messages, kwargs))
+    out, _ = ask(data, main, ["apple"], mg_final_answer_continues=True)
+    assert len(main.final_messages) == 1 and len(main.final_messages[0]) == 1  # rag's own prompt
+    assert "final_layout" not in recs(out["trace"], "final_answer")[0]
