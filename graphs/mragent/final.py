@@ -93,6 +93,8 @@ def forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph
     return shown, None, usage, content, layout
 
 
+# The twin of recollect.turn_continue.continued_answer (MGRetrieval's), written first: it goes onto that one with
+# MRAgent's next measured change, since a move alone would send MRAgent's decisive rows to be computed again.
 def continued_turn_answer(ctx: MRAgentContext, state: MRAgentState, sent: dict[str, Any], first: list[str],
                           chosen: list[str], budget: int) -> TurnAnswer | None:
     """The final answer call as the continuation of the navigate exchange `sent` (see the module's docstring).
