@@ -1,6 +1,6 @@
 """The answer call of `recollect.turn_answer` as the continuation of a method's last exchange (issue 34).
 
-A method's last call (MGRetrieval's last assess round) already sent the model most of the turns the answer call
+A method's last call that read turns (MGRetrieval's last assess round, HyMem's light or deep call) already sent the model most of the turns the answer call
 reads. Re-sending them in rag's own prompt costs a CPU server their whole prefill again, since no earlier prompt
 of the question begins the same way. Continued instead, the call re-sends that exchange unchanged (its prompt and
 reply: a server that caches prompt prefixes, as llama.cpp's slots, OpenAI and vLLM do, computes none of it) and
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import call_structured
@@ -29,9 +29,14 @@ CONTINUE_MAX_TOKENS = 7000
 LAYOUT = "continues the last exchange"
 
 
-def exchange_of(prompt: str, reply: str | None) -> dict[str, str] | None:
-    """What a method keeps of a call for the answer call to continue: its prompt and the reply as written."""
-    return {"prompt": prompt, "reply": reply} if reply and reply.strip() else None
+def exchange_of(messages: list[BaseMessage], reply: str | None) -> dict[str, str] | None:
+    """What a method keeps of a call for the answer call to continue: its system message (if any), its user
+    message and the reply as written; None for a call that is not one user message, or without a reply."""
+    system = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
+    users = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+    if len(users) != 1 or len(system) > 1 or len(messages) != len(users) + len(system) or not (reply or "").strip():
+        return None
+    return {**({"system": system[0]} if system else {}), "prompt": users[0], "reply": str(reply)}
 
 
 def continued_answer(ctx: Context, namespace: str, question: str, exchange: dict[str, str], first: list[str],
@@ -53,7 +58,8 @@ def continued_answer(ctx: Context, namespace: str, question: str, exchange: dict
     new = [t for t in picked if not above(t)]
     message = render_prompt(*task, question=question,
                             memories="\n".join(turns[t].render() for t in new) or "(none beyond those above)")
-    messages: list[BaseMessage] = [HumanMessage(content=exchange["prompt"]), AIMessage(content=exchange["reply"]),
+    messages: list[BaseMessage] = [*([SystemMessage(content=exchange["system"])] if exchange.get("system") else []),
+                                   HumanMessage(content=exchange["prompt"]), AIMessage(content=exchange["reply"]),
                                    HumanMessage(content=message)]
     if sum(estimate_tokens(str(m.content)) for m in messages) > CONTINUE_MAX_TOKENS:
         return None

@@ -23,7 +23,7 @@ from recollect.graphs.hymem.common import (
 )
 from recollect.graphs.hymem.layout import budget_prompt
 from recollect.graphs.hymem.memory import load_sessions
-from recollect.graphs.hymem.replies import MAX_TOKENS, DeepReply, SelectReply, call
+from recollect.graphs.hymem.replies import MAX_TOKENS, DeepReply, SelectReply, call, call_kept
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
 from recollect.llm.usage import estimate_tokens, merge_usage
@@ -179,8 +179,8 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     shown_turns = shown.turn_ids
     context = shown.lines + pool_lines
 
-    res = call(ctx, "deep_answer", DeepReply, "deep_answer", question=question, context="\n".join(context),
-               style=answer_style(ctx, "deep"))
+    res, sent = call_kept(ctx, "deep_answer", DeepReply, "deep_answer", question=question,
+                          context="\n".join(context), style=answer_style(ctx, "deep"))
     usage = merge_usage(usage, res.usage)
     reply = res.value
     shown_set = set(shown_turns)
@@ -210,6 +210,7 @@ def deep(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         # the chosen sessions' turns, before the session cap and the prompt budget
         "retrieved_turn_ids": [t for sid in chosen for t in sessions[sid].get("turn_ids") or []],
         "evidence": context,
+        "hymem_exchange": sent,
     }
     if not kept_pool:  # a kept earlier answer keeps its own status and supports
         update.update(draft_answer=text, hymem_status="deep", supports=supports)

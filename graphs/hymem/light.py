@@ -23,7 +23,7 @@ from recollect.graphs.hymem.common import (
 )
 from recollect.graphs.hymem.layout import budget_prompt
 from recollect.graphs.hymem.light_turns import TurnLines, turn_memory
-from recollect.graphs.hymem.replies import MAX_TOKENS, LightReply, LightTurnsReply, call
+from recollect.graphs.hymem.replies import MAX_TOKENS, LightReply, LightTurnsReply, call_kept
 from recollect.graphs.hymem.settings import HyMemContext
 from recollect.graphs.hymem.state import HyMemState
 from recollect.llm.usage import estimate_tokens
@@ -91,8 +91,8 @@ def light_from_turns(state: HyMemState, ctx: HyMemContext, ns: str, question: st
                 "hymem_light_why": EMPTY_STORE,
                 "trace": emit("light", round=rnd, query=query, decision="deep", why=EMPTY_STORE, calls=0)}
     lines = memory.lines + pool
-    res = call(ctx, "light_turns", LightTurnsReply, "light", question=question, context="\n".join(lines),
-               style=answer_style(ctx, "light_turns"))
+    res, sent = call_kept(ctx, "light_turns", LightTurnsReply, "light", question=question,
+                          context="\n".join(lines), style=answer_style(ctx, "light_turns"))
     reply = res.value
     text = clean_answer(reply.answer) if reply is not None else ""
     answered = reply is not None and reply.finished == 0 and not is_no_info(text)
@@ -100,7 +100,7 @@ def light_from_turns(state: HyMemState, ctx: HyMemContext, ns: str, question: st
     update: dict[str, Any] = {
         **base, "hymem_light_ids": list(memory.shown), "evidence": lines,
         "hymem_route": "reflect" if answered else "deep", "usage": res.usage,
-        "shown_turn_ids": list(memory.shown), "retrieved_turn_ids": list(memory.retrieved),
+        "shown_turn_ids": list(memory.shown), "retrieved_turn_ids": list(memory.retrieved), "hymem_exchange": sent,
     }
     supports_from = None
     ungrounded = None
@@ -162,8 +162,8 @@ def light(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
     kept = packed.kept
     lines = [numbered(i, u) for i, u in enumerate(kept)] + pool
     shown = turns_of(kept)
-    res = call(ctx, "light", LightReply, "light", question=question, context="\n".join(lines),
-               style=answer_style(ctx, "light"))
+    res, sent = call_kept(ctx, "light", LightReply, "light", question=question, context="\n".join(lines),
+                          style=answer_style(ctx, "light"))
     reply = res.value
     text = clean_answer(reply.answer) if reply is not None else ""
     answered = reply is not None and reply.finished == 0 and not is_no_info(text)
@@ -176,6 +176,7 @@ def light(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         "usage": res.usage,
         "shown_turn_ids": shown,
         "retrieved_turn_ids": turns_of(units),  # the top summaries' linked turns, before the prompt budget
+        "hymem_exchange": sent,
     }
     supports_from = None
     ungrounded = None

@@ -18,6 +18,7 @@ from recollect.llm.lenient import Text, as_int_or_raw
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import StructuredResult, call_structured
 from recollect.steps import clean_answer
+from recollect.turn_continue import exchange_of
 
 MAX_TOKENS = 512  # every HyMem query-time call; the light prompt's budget reserves it too
 
@@ -94,6 +95,18 @@ class ReflectReply(BaseModel):
 
     finished: Annotated[Literal[0, 1], BeforeValidator(as_int_or_raw)]
     new_question: Text = ""
+
+
+def call_kept(ctx: HyMemContext, name: str, schema: type[BaseModel], node: str,
+              **values: Any) -> tuple[StructuredResult[Any], dict[str, str] | None]:
+    """`call`, and the exchange the final answer call may continue (hymem_final_answer_continues): None when that
+    call is off, or the reply failed or needed its retry (it answered a longer chat)."""
+    msgs = call_messages(ctx, name, values)
+    res = call_structured(get_chat_model(ctx), msgs, schema, node=node, method=ctx.structured_method,
+                          max_tokens=MAX_TOKENS)
+    kept = ctx.hymem_final_answer_tokens and ctx.hymem_final_answer_continues and res.value is not None \
+        and res.attempts == 1
+    return res, exchange_of(msgs, res.raw) if kept else None
 
 
 def call(ctx: HyMemContext, name: str, schema: type[BaseModel], node: str,

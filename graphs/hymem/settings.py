@@ -119,6 +119,15 @@ class HyMemSettings:
     hymem_final_answer_tokens: int = setting(
         1280, "HyMem: one last call answers as rag does from the turns HyMem showed, the draft's supports first, "
               "within this many tokens of turns (0 = the draft is the answer, the spec)", ge=0, paper=0)
+    # Issue 34: in rag's own prompt the final answer call re-sends every turn it reads, and a CPU server computes all
+    # of it again (1,800 prompt tokens a question on the decisive rows), though the light or deep call before it held
+    # most of them. True: it continues the last of those exchanges instead (its messages and reply unchanged, so the
+    # server's cache serves them) with one message of rag's answer rules and only the picked turns that call did not
+    # show (recollect.turn_continue), as MRAgent's and MGRetrieval's final calls do. False = rag's own prompt; a reply
+    # that needed its retry, or a continuation past the runtime's window, uses it too.
+    hymem_final_answer_continues: bool = setting(
+        True, "HyMem: the final answer call continues the last light or deep exchange with one new message holding "
+              "the turns it did not show (false = rag's own answer prompt with every turn)")
     hymem_rewrite_skip_words: int = setting(
         3, "HyMem: skip the answer rewrite for answers of at most this many words with no digit (0 = never skip)",
         ge=0, paper=0)

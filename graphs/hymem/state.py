@@ -22,6 +22,9 @@ class HyMemState(MemoryState):
     hymem_selected_ids: NotRequired[list[str]]
     hymem_sessions_shown: NotRequired[Annotated[list[str], union_ids]]
     hymem_route: NotRequired[str | None]
+    # the last light or deep call's messages and reply, for the final answer call to continue
+    # (hymem_final_answer_continues)
+    hymem_exchange: NotRequired[dict[str, str] | None]
     # why the latest light round answered or escalated (the answer node's explanation of a deep answer)
     hymem_light_why: NotRequired[str | None]
     hymem_next: NotRequired[str | None]  # reflect's edge: "light" (another round) or "answer"

@@ -86,8 +86,8 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
     user = render_prompt(METHOD, "assess", question=question, previous_answer=previous or "(none yet)",
                          critical=memory_lines(held), new=memory_lines(new), max_critical=ctx.mg_max_critical)
     model = get_chat_model(ctx, role="main")
-    res = call_structured(model, messages(None, user), AssessReply, node="assess",
-                          method=ctx.structured_method, max_tokens=200)
+    msgs = messages(None, user)
+    res = call_structured(model, msgs, AssessReply, node="assess", method=ctx.structured_method, max_tokens=200)
 
     pool = {m["id"]: m for m in [*held, *new]}
     cap = max(1, ctx.mg_max_critical)
@@ -148,7 +148,7 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
         "usage": res.usage,
         "shown_turn_ids": shown,
         # a reply that took its retry was answered to a longer chat: the final call does not continue that one
-        "mg_exchange": exchange_of(user, res.raw) if res.value is not None and res.attempts == 1 else None,
+        "mg_exchange": exchange_of(msgs, res.raw) if res.value is not None and res.attempts == 1 else None,
         "mg_round_log": [RoundEntry(node="assess", round=rnd, grounded=grounded)],
         "trace": emit(
             "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient,
