@@ -9,8 +9,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
-from recollect.graphs.mragent.final import continued_turn_answer, forced_reply
-from recollect.graphs.mragent.prompting import shown_update
+from recollect.graphs.mragent.final import forced_reply
+from recollect.graphs.mragent.prompting import P, shown_update
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
@@ -21,6 +21,7 @@ from recollect.state import union_ids
 from recollect.steps import NO_INFO, is_no_info, workspace
 from recollect.trace import emit
 from recollect.turn_answer import TurnAnswer, answer_from_turns
+from recollect.turn_continue import continued_answer
 
 
 def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
@@ -42,7 +43,9 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         chosen = shown_turns + list(state.get("retrieved_turn_ids") or [])
         sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
         if sent:  # issue 34: the navigate exchange continued, so a prompt cache serves what it already read
-            final = continued_turn_answer(ctx, state, sent, cited_first, chosen, ctx.mra_final_answer_tokens)
+            final = continued_answer(ctx, state["namespace"], state["question"], sent, cited_first, chosen,
+                                     ctx.mra_final_answer_tokens, (P, "final_turns_continue"),
+                                     shown_before=state.get("masks") or [])
         if final is None:
             final = answer_from_turns(ctx, state["namespace"], state["question"], cited_first, chosen,
                                       ctx.mra_final_answer_tokens, node="final_answer")

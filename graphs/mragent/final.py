@@ -8,11 +8,8 @@ prefixes (llama.cpp's slot and host cache, OpenAI, vLLM) computes only that mess
 prompt's, under the same budget, so the call is shown what the paper's call is shown; the navigate prompt's other
 lines (the tool list, the seed beyond the budget) come on top.
 
-The final answer call reads the turns `recollect.turn_answer.turns_for_answer` picks (the navigate answer's
-citations first, then the rest ranked, within the budget). Continued, its new message holds rag's answer rules
-and, in rag's turn lines, only the picked turns whose text the navigate prompt did not hold; the others are
-read above. Its own prompt (rag's, `recollect.turn_answer.answer_from_turns`) re-sends every picked turn and
-the server computes all of it: about 1,300 more prompt tokens a question than the continuation.
+The final answer call (answer.py) continues the same exchange with `recollect.turn_continue` when
+`mra_final_answer_continues` is on: `exchange` keeps it for either call.
 """
 
 from __future__ import annotations
@@ -30,11 +27,9 @@ from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
 from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured, invoke_counted, json_objects
+from recollect.llm.structured import invoke_counted, json_objects
 from recollect.llm.usage import estimate_tokens
 from recollect.prompts import load_prompt, render_prompt
-from recollect.steps import AnswerReply, clean_answer, grounded_supports, is_no_info, workspace
-from recollect.turn_answer import ANSWER_MAX_TOKENS, TurnAnswer, turns_for_answer
 
 FINAL_MAX_TOKENS = 200
 # The continued call's prompt, estimated, may not pass this: the local runtime's window is 8,192 tokens a slot and
@@ -91,43 +86,3 @@ def forced_reply(state: MRAgentState, ctx: MRAgentContext, g: CueTagGraph
         except ValidationError:
             continue
     return shown, None, usage, content, layout
-
-
-# The twin of recollect.turn_continue.continued_answer (MGRetrieval's), written first: it goes onto that one with
-# MRAgent's next measured change, since a move alone would send MRAgent's decisive rows to be computed again.
-def continued_turn_answer(ctx: MRAgentContext, state: MRAgentState, sent: dict[str, Any], first: list[str],
-                          chosen: list[str], budget: int) -> TurnAnswer | None:
-    """The final answer call as the continuation of the navigate exchange `sent` (see the module's docstring).
-    None when the continued prompt would not fit the local runtime's window: the caller uses rag's own prompt.
-    Supports are the cited turns the chat showed, else the picked turns holding the answer's words."""
-    ns, question = state["namespace"], state["question"]
-    picked, left_out = turns_for_answer(ctx, ns, question, first, chosen, budget)
-    if not picked:
-        return TurnAnswer("", [], [], {}, {"final_answer": "no turns to read", "calls": 0})
-    turns = workspace(ctx).turns(ns)
-
-    def above(tid: str) -> bool:  # the navigate prompt held the turn's text (in its own line format)
-        return f"{turns[tid].speaker}: {turns[tid].full_text}" in sent["prompt"]
-
-    new = [t for t in picked if not above(t)]
-    task = render_prompt(P, "final_turns_continue", question=question,
-                         memories="\n".join(turns[t].render() for t in new) or "(none beyond those above)")
-    messages = [HumanMessage(content=sent["prompt"]), AIMessage(content=sent["reply"]), HumanMessage(content=task)]
-    size = sum(estimate_tokens(str(m.content)) for m in messages)
-    if size > CONTINUE_MAX_TOKENS:
-        return None
-    res = call_structured(get_chat_model(ctx), messages, AnswerReply, node="final_answer",
-                          method=ctx.structured_method, max_tokens=ANSWER_MAX_TOKENS)
-    note: dict[str, Any] = {"calls": 1, "final_layout": "continues the last navigate exchange",
-                            "final_turn_ids": picked, "final_new_turn_ids": new, "final_left_out_for_budget": left_out}
-    reply = res.value
-    text = clean_answer(reply.answer) if reply is not None else ""
-    if reply is None:
-        return TurnAnswer("", [], picked, res.usage, {**note, **res.failure_note()})
-    if is_no_info(text):
-        return TurnAnswer("", [], picked, res.usage, {**note, "final_reply": "no information"})
-    in_chat = set(picked) | {t for t in state.get("masks") or [] if t in turns and above(t)}
-    cited = [t for t in dict.fromkeys(reply.supports) if t in in_chat]
-    supports = cited or grounded_supports(ctx, ns, text, picked)
-    return TurnAnswer(text, supports, picked, res.usage,
-                      {**note, "final_supports_from": "cited" if cited else "answer text found in shown turns"})

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from recollect.graphs.mragent import final as final_module
+from recollect import turn_continue
 from recollect.graphs.registry import AllMethodsContext
 from recollect.prompts import load_prompt
 from recollect.steps import workspace
@@ -120,7 +120,7 @@ def test_the_final_call_continues_the_navigate_exchange_with_only_the_turns_it_d
     assert first == last_prompt and json.loads(reply)["answer"] == ANSWER["answer"]
     assert "answer with a short phrase" in task.lower() and "Question: Where did Ann find Pixel?" in task
     record = answer_record(state)
-    assert record["final_layout"] == "continues the last navigate exchange"
+    assert record["final_layout"] == "continues the last exchange"
     new = TURN_LINE.findall(task)
     assert new == record["final_new_turn_ids"] and set(new) <= set(record["final_turn_ids"])
     turns = workspace(base).turns("ns")
@@ -134,7 +134,7 @@ def test_the_final_call_continues_the_navigate_exchange_with_only_the_turns_it_d
 
 def test_a_continuation_past_the_window_uses_rags_own_prompt(base: AllMethodsContext,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(final_module, "CONTINUE_MAX_TOKENS", 10)
+    monkeypatch.setattr(turn_continue, "CONTINUE_MAX_TOKENS", 10)
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), ANSWER], turns={"answer": "Riverside shelter",
                                                                      "supports": ["D1:3"]})
     state, _ = run(base.with_overrides(chat_model=qm.model, **CONTINUES))
