@@ -125,9 +125,11 @@ class HyMemSettings:
     # server's cache serves them) with one message of rag's answer rules and only the picked turns that call did not
     # show (recollect.turn_continue), as MRAgent's and MGRetrieval's final calls do. False = rag's own prompt; a reply
     # that needed its retry, or a continuation past the runtime's window, uses it too.
+    # Off: measured on MRAgent's final call, the continuation answered clearly worse than rag's own prompt
+    # (graphs/mragent/README.md); not yet measured here.
     hymem_final_answer_continues: bool = setting(
-        True, "HyMem: the final answer call continues the last light or deep exchange with one new message holding "
-              "the turns it did not show (false = rag's own answer prompt with every turn)")
+        False, "HyMem: the final answer call continues the last light or deep exchange with one new message holding "
+               "the turns it did not show (false = rag's own answer prompt with every turn)")
     hymem_rewrite_skip_words: int = setting(
         3, "HyMem: skip the answer rewrite for answers of at most this many words with no digit (0 = never skip)",
         ge=0, paper=0)

@@ -106,9 +106,11 @@ class MGRetrievalSettings:
     # (recollect.turn_continue), as MRAgent's final answer call continues its navigate exchange. False = rag's own
     # prompt; a continuation that would not fit the runtime's window, or after an assess reply that needed its
     # retry, uses it too.
+    # Off: measured on MRAgent's final call, the continuation answered clearly worse than rag's own prompt
+    # (graphs/mragent/README.md); not yet measured here.
     mg_final_answer_continues: bool = setting(
-        True, "MGRetrieval: the final answer call continues the last assess exchange with one new message holding "
-              "the turns it did not show (false = rag's own answer prompt with every turn)")
+        False, "MGRetrieval: the final answer call continues the last assess exchange with one new message holding "
+               "the turns it did not show (false = rag's own answer prompt with every turn)")
     # --- end of the MGRetrieval retrieval-round improvements
 
 

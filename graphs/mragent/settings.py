@@ -119,10 +119,13 @@ class MRAgentSettings:
     # does with mra_answer_continues): the navigate prompt and reply unchanged, so the server's cache serves them,
     # then one message with rag's answer rules and only the picked turns the navigate prompt did not hold, in rag's
     # turn lines (final.py). It reads the same turns, plus the navigate prompt's. False = rag's own prompt. JSON
-    # protocol only; a continuation that would not fit the runtime's window uses rag's prompt.
+    # protocol only; a continuation that would not fit the runtime's window uses rag's prompt. Off: on the decisive
+    # questions both layouts answered (README.md in this folder, "The final answer call") the continuation cost
+    # about 650 computed prompt tokens a question less but answered clearly worse: among the navigate loop's
+    # instructions and tool calls the 1.5B model loses rag's short answers, as it did before the final call.
     mra_final_answer_continues: bool = setting(
-        True, "MRAgent: the final answer call continues the last navigate exchange with one new message holding "
-              "the turns it did not show (false = rag's own answer prompt with every turn)")
+        False, "MRAgent: the final answer call continues the last navigate exchange with one new message holding "
+               "the turns it did not show (false = rag's own answer prompt with every turn)")
 
     # Issue 34 (the paper's prompt is the "false" layout). On a CPU a call costs its prompt's prefill, and
     # llama.cpp reuses the longest common prefix with the slot's previous prompt. True: the navigate prompt

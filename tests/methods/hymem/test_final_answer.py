@@ -22,7 +22,7 @@ def ctx(data_dir: str) -> AllMethodsContext:
     return build_store(data_dir, TOPICS)
 
 
-# rag's own prompt; the continuation of the light or deep exchange (the default) has its own tests below
+# rag's own prompt (the default); the continuation of the light or deep exchange has its own tests below
 OWN = {"hymem_final_answer_continues": False}
 
 
@@ -106,8 +106,8 @@ def test_the_final_call_continues_the_light_exchange_with_only_the_turns_it_did_
     assert state["answer"] == "Pixel" and state["supports"] == ["D1:1"]  # an id never shown is dropped
 
 
-def test_the_continuation_is_the_default_and_off_with_the_final_call(ctx: AllMethodsContext) -> None:
-    assert AllMethodsContext().hymem_final_answer_continues is True
+def test_the_continuation_is_off_by_default_and_with_the_final_call(ctx: AllMethodsContext) -> None:
+    assert AllMethodsContext().hymem_final_answer_continues is False
     m = model(LightTurnsReply=COPIED)
     _, state = run(ctx, m, hymem_light_turn_tokens=1280, hymem_final_answer_tokens=0,
                    hymem_final_answer_continues=True)

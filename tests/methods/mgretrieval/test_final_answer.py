@@ -133,8 +133,8 @@ def test_the_final_call_continues_the_last_assess_exchange_with_only_the_turns_i
     assert main.prompts["rewrite"] == []
 
 
-def test_the_continuation_is_the_default_and_skips_an_exchange_that_needed_a_retry(data: str) -> None:
-    assert AllMethodsContext().mg_final_answer_continues is True
+def test_the_continuation_is_off_by_default_and_skips_an_exchange_that_needed_a_retry(data: str) -> None:
+    assert AllMethodsContext().mg_final_answer_continues is False
     replies = iter(["not json", ASSESS])
     main = Main({"answer": "pie", "supports": ["D1:2"]})
     # the first assess reply is unreadable, its retry answers

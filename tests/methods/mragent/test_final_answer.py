@@ -17,7 +17,7 @@ from recollect.steps import workspace
 from tests.methods.mragent.fakes import TURNS_ANSWER, TURNS_CONTINUED, QuestionModel, ingest
 from tests.methods.mragent.test_memory import CONTEXT_D1_2, TIME_D1_3, nav, run
 
-# rag's own prompt; the continuation of the navigate exchange (the default) has its own tests below
+# rag's own prompt (the default); the continuation of the navigate exchange has its own tests below
 ON = {"mra_final_answer_tokens": 1280, "mra_answer_rewrite": False, "mra_final_answer_continues": False}
 CONTINUES = {**ON, "mra_final_answer_continues": True, "mra_tool_protocol": "json"}
 ANSWER = {"mode": "answer", "answer": "Ann found Pixel at the Riverside shelter near her flat.",
@@ -142,8 +142,8 @@ def test_a_continuation_past_the_window_uses_rags_own_prompt(base: AllMethodsCon
     assert state["answer"] == "Riverside shelter"
 
 
-def test_the_continuation_is_the_default_and_needs_the_json_protocol(base: AllMethodsContext) -> None:
-    assert AllMethodsContext().mra_final_answer_continues is True
+def test_the_continuation_is_off_by_default_and_needs_the_json_protocol(base: AllMethodsContext) -> None:
+    assert AllMethodsContext().mra_final_answer_continues is False
     qm = QuestionModel(navigate=[nav([CONTEXT_D1_2]), ANSWER], turns={"answer": "Riverside shelter",
                                                                      "supports": ["D1:3"]})
     run(base.with_overrides(chat_model=qm.model, **{**CONTINUES, "mra_tool_protocol": "auto"}))
