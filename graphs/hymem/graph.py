@@ -70,7 +70,7 @@ def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         final: TurnAnswer | None = None
         if sent:  # issue 34: the last light or deep exchange continued, so a prompt cache serves what it read
             final = continued_answer(ctx, state["namespace"], state["question"], sent, supports, shown_ids,
-                                     ctx.hymem_final_answer_tokens, ("hymem", "final_continue"),
+                                     ctx.hymem_final_answer_tokens, ("final_answer", "hymem_continue"),
                                      shown_before=shown_ids)
         if final is None:
             final = answer_from_turns(ctx, state["namespace"], state["question"], supports, shown_ids,

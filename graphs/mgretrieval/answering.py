@@ -197,7 +197,7 @@ def final_answer(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) 
     final: TurnAnswer | None = None
     if sent:  # issue 34: the last assess exchange continued, so a prompt cache serves what it already read
         final = continued_answer(ctx, ns, state["question"], sent, kept, chosen, ctx.mg_final_answer_tokens,
-                                 (METHOD, "final_continue"), shown_before=state.get("shown_turn_ids") or [])
+                                 ("final_answer", "mgretrieval_continue"), shown_before=state.get("shown_turn_ids") or [])
     if final is None:
         final = answer_from_turns(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens,
                                   node="final_answer")

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from recollect.answer_rewrite import REWRITE_MEMORIES, rewrite_answer
 from recollect.graphs.mragent.final import forced_reply
-from recollect.graphs.mragent.prompting import P, shown_update
+from recollect.graphs.mragent.prompting import shown_update
 from recollect.graphs.mragent.settings import MRAgentContext
 from recollect.graphs.mragent.state import MRAgentState
 from recollect.graphs.mragent.store import CueTagGraph
@@ -44,7 +44,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
         if sent:  # issue 34: the navigate exchange continued, so a prompt cache serves what it already read
             final = continued_answer(ctx, state["namespace"], state["question"], sent, cited_first, chosen,
-                                     ctx.mra_final_answer_tokens, (P, "final_turns_continue"),
+                                     ctx.mra_final_answer_tokens, ("final_answer", "mragent_continue"),
                                      shown_before=state.get("masks") or [])
         if final is None:
             final = answer_from_turns(ctx, state["namespace"], state["question"], cited_first, chosen,

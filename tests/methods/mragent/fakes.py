@@ -200,7 +200,7 @@ def draft_of(prompt: str) -> str:
 
 CONTINUED = "No more tool calls"  # prompts/mragent/final_continue.md
 TURNS_ANSWER = "Answer the question about a past conversation using only the memories"  # prompts/baselines/answer.md
-TURNS_CONTINUED = "Stop calling tools."  # prompts/mragent/final_turns_continue.md (mra_final_answer_continues)
+TURNS_CONTINUED = "Stop calling tools."  # prompts/final_answer/mragent_continue.md (mra_final_answer_continues)
 
 
 class QuestionModel:
