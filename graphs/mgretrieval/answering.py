@@ -147,8 +147,9 @@ def assess(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) -> dic
         "iteration": iteration,
         "usage": res.usage,
         "shown_turn_ids": shown,
-        # a reply that took its retry was answered to a longer chat: the final call does not continue that one
-        "mg_exchange": exchange_of(msgs, res.raw) if res.value is not None and res.attempts == 1 else None,
+        # kept only for a continued final call; a reply that took its retry answered a longer chat: not continued
+        "mg_exchange": exchange_of(msgs, res.raw) if ctx.mg_final_answer_tokens and ctx.mg_final_answer_continues
+        and res.value is not None and res.attempts == 1 else None,
         "mg_round_log": [RoundEntry(node="assess", round=rnd, grounded=grounded)],
         "trace": emit(
             "assess", llm_role="main", round=rnd, answer=answer, sufficient=sufficient,
