@@ -30,7 +30,6 @@ from recollect.prompts import load_prompt, render_prompt
 from recollect.trace import emit
 
 P = "mragent"
-SEED_SHARE = 0.6  # of the navigate prompt's room for memories; the rest is for H and tool results
 _MMDD = re.compile(r"\b(\d{1,2})-(\d{1,2})\b")
 _ISO = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b")
 SEED_SECTIONS = ("time_events", "key_events", "ranked_turns", "cue_tag_events")  # the sections holding raw turns
@@ -236,10 +235,10 @@ def _ranked_turns(g: CueTagGraph, ctx: MRAgentContext, question: str, taken: set
 
 
 def seed_budget(ctx: MRAgentContext, question: str) -> int:
-    """The seed's share of the navigate prompt (the rest is for H and the newest tool results)."""
+    """The seed's share (`mra_seed_share`) of the navigate prompt (the rest is for H and the newest tool results)."""
     overhead = estimate_tokens(load_prompt(P, "navigate") + load_prompt(P, "protocol_json") + tool_catalog()
                                + load_prompt(P, "answer_rules") + question) + 100
-    return max(200, int((ctx.max_prompt_tokens - overhead) * SEED_SHARE))
+    return max(200, int((ctx.max_prompt_tokens - overhead) * ctx.mra_seed_share))
 
 
 @dataclass

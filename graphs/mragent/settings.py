@@ -185,6 +185,15 @@ class MRAgentSettings:
     # lists the N turns most relevant to the question by cosine and BM25 fused (recollect.memory.turn_ranking,
     # as HyMem's light call ranks them) that the paths did not reach, under the seed's budget, after the
     # paths' events. 0 = the paper's seed.
+    # Issue 34 (the paper sets no share: the seed is the paths' events). The seed's lines are most of the navigate
+    # prompt (about 1,400 of its 1,800 tokens on the decisive rows), and with `mra_final_answer_tokens` the final
+    # call reads every turn the seed reached, the lines the navigate prompt could not hold included (they are in
+    # `retrieved_turn_ids`), ranked for the question. The navigate call then only chooses tool calls from them,
+    # so a smaller share costs its prefill less and leaves the final call's turns as they were, except for the
+    # tool results that it no longer chooses.
+    mra_seed_share: float = setting(
+        0.6, "MRAgent: share of the navigate prompt's memory room (llm_max_prompt_tokens less its instructions) "
+             "that the seed's lines may fill; the rest is for kept memories and tool results", ge=0.05, le=1)
     mra_seed_ranked_turns: int = setting(
         8, "MRAgent: turns ranked by cosine and BM25 fused added to the seed after the cue paths' events "
            "(0 = the paper's seed)", ge=0, paper=0)
