@@ -15,7 +15,7 @@ from typing import Any
 
 from recollect.budget import pack
 from recollect.llm.models import get_chat_model
-from recollect.llm.structured import call_structured
+from recollect.llm.structured import StructuredResult, call_structured
 from recollect.llm.usage import estimate_tokens
 from recollect.memory.turn_ranking import ranked_turns
 from recollect.prompts import render_prompt
@@ -64,14 +64,22 @@ def answer_from_turns(ctx: Context, namespace: str, question: str, first: list[s
     user = render_prompt("baselines", "answer", memories=memories, question=question)
     res = call_structured(get_chat_model(ctx), messages(None, user), AnswerReply, node=node,
                           method=ctx.structured_method, max_tokens=ANSWER_MAX_TOKENS)
-    reply = res.value
-    text = clean_answer(reply.answer) if reply is not None else ""
     note: dict[str, Any] = {"calls": 1, "final_turn_ids": shown, "final_left_out_for_budget": left_out}
+    return read_reply(ctx, namespace, res, shown, set(shown), note)
+
+
+def read_reply(ctx: Context, namespace: str, res: StructuredResult[AnswerReply], picked: list[str],
+               citable: set[str], note: dict[str, Any]) -> TurnAnswer:
+    """The answer call's reply, whatever its prompt's layout: no answer for an invalid reply (after its retry) or
+    "No information available"; else the answer, supported by the turns of `citable` it cites (each once), else by
+    the `picked` turns holding its words."""
+    reply = res.value
     if reply is None:
-        return TurnAnswer("", [], shown, res.usage, {**note, **res.failure_note()})
+        return TurnAnswer("", [], picked, res.usage, {**note, **res.failure_note()})
+    text = clean_answer(reply.answer)
     if is_no_info(text):
-        return TurnAnswer("", [], shown, res.usage, {**note, "final_reply": "no information"})
-    cited = [t for t in reply.supports if t in set(shown)]
-    supports = cited or grounded_supports(ctx, namespace, text, shown)
-    return TurnAnswer(text, supports, shown, res.usage, {
+        return TurnAnswer("", [], picked, res.usage, {**note, "final_reply": "no information"})
+    cited = [t for t in dict.fromkeys(reply.supports) if t in citable]
+    supports = cited or grounded_supports(ctx, namespace, text, picked)
+    return TurnAnswer(text, supports, picked, res.usage, {
         **note, "final_supports_from": "cited" if cited else "answer text found in shown turns"})

@@ -20,8 +20,14 @@ from recollect.llm.structured import call_structured
 from recollect.llm.usage import estimate_tokens
 from recollect.prompts import render_prompt
 from recollect.settings import Context
-from recollect.steps import AnswerReply, clean_answer, grounded_supports, is_no_info, workspace
-from recollect.turn_answer import ANSWER_MAX_TOKENS, TurnAnswer, turns_for_answer
+from recollect.steps import AnswerReply, workspace
+from recollect.turn_answer import (
+    ANSWER_MAX_TOKENS,
+    TurnAnswer,
+    answer_from_turns,
+    read_reply,
+    turns_for_answer,
+)
 
 # A continued prompt, estimated, may not pass this: the local runtime's window is 8,192 tokens a slot and the
 # reply takes up to ANSWER_MAX_TOKENS; the margin covers the estimate's error and the chat template's tokens.
@@ -67,14 +73,17 @@ def continued_answer(ctx: Context, namespace: str, question: str, exchange: dict
                           max_tokens=ANSWER_MAX_TOKENS)
     note: dict[str, Any] = {"calls": 1, "final_layout": LAYOUT, "final_turn_ids": picked,
                             "final_new_turn_ids": new, "final_left_out_for_budget": left_out}
-    reply = res.value
-    text = clean_answer(reply.answer) if reply is not None else ""
-    if reply is None:
-        return TurnAnswer("", [], picked, res.usage, {**note, **res.failure_note()})
-    if is_no_info(text):
-        return TurnAnswer("", [], picked, res.usage, {**note, "final_reply": "no information"})
     in_chat = set(picked) | {t for t in shown_before if t in turns and above(t)}
-    cited = [t for t in dict.fromkeys(reply.supports) if t in in_chat]
-    supports = cited or grounded_supports(ctx, namespace, text, picked)
-    return TurnAnswer(text, supports, picked, res.usage,
-                      {**note, "final_supports_from": "cited" if cited else "answer text found in shown turns"})
+    return read_reply(ctx, namespace, res, picked, in_chat, note)
+
+
+def final_turn_answer(ctx: Context, namespace: str, question: str, first: list[str], chosen: list[str], budget: int,
+                      exchange: dict[str, str] | None, task: tuple[str, str],
+                      shown_before: Iterable[str] = ()) -> TurnAnswer:
+    """A method's final answer call (node `final_answer`): the continuation of `exchange` with prompt `task` when
+    the method kept one (its `*_final_answer_continues` setting) and it fits the window, else rag's own prompt."""
+    if exchange:
+        continued = continued_answer(ctx, namespace, question, exchange, first, chosen, budget, task, shown_before)
+        if continued is not None:
+            return continued
+    return answer_from_turns(ctx, namespace, question, first, chosen, budget, node="final_answer")

@@ -41,8 +41,7 @@ from recollect.spans import is_short_span
 from recollect.state import InputState, OutputState
 from recollect.steps import NO_INFO, clean_answer, critical_from_turns, is_no_info, wire_question_lifecycle
 from recollect.trace import emit
-from recollect.turn_answer import TurnAnswer, answer_from_turns
-from recollect.turn_continue import continued_answer
+from recollect.turn_continue import final_turn_answer
 
 
 def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
@@ -66,15 +65,12 @@ def answer(state: HyMemState, runtime: Runtime[HyMemContext]) -> dict[str, Any]:
         # Our addition (0 = the spec): the answer written as rag writes it, from the turns HyMem's rounds
         # showed, the draft's supports first (recollect.turn_answer). No usable reply keeps the draft.
         shown_ids = list(state.get("shown_turn_ids") or [])
+        # issue 34: with hymem_final_answer_continues the last light or deep exchange is continued, so a prompt
+        # cache serves what it read
         sent = state.get("hymem_exchange") if ctx.hymem_final_answer_continues else None
-        final: TurnAnswer | None = None
-        if sent:  # issue 34: the last light or deep exchange continued, so a prompt cache serves what it read
-            final = continued_answer(ctx, state["namespace"], state["question"], sent, supports, shown_ids,
-                                     ctx.hymem_final_answer_tokens, ("final_answer", "hymem_continue"),
-                                     shown_before=shown_ids)
-        if final is None:
-            final = answer_from_turns(ctx, state["namespace"], state["question"], supports, shown_ids,
-                                      ctx.hymem_final_answer_tokens, node="final_answer")
+        final = final_turn_answer(ctx, state["namespace"], state["question"], supports, shown_ids,
+                                  ctx.hymem_final_answer_tokens, sent, ("final_answer", "hymem_continue"),
+                                  shown_before=shown_ids)
         usage, note = final.usage, {"final_draft": draft or None, **final.trace}
         if final.answer:
             text, supports = final.answer, final.supports

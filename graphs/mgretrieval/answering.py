@@ -29,8 +29,7 @@ from recollect.memory.workspace import Workspace
 from recollect.prompts import render_prompt
 from recollect.steps import NO_INFO, grounded_in, grounded_supports, is_no_info, messages, workspace
 from recollect.trace import emit
-from recollect.turn_answer import TurnAnswer, answer_from_turns
-from recollect.turn_continue import continued_answer, exchange_of
+from recollect.turn_continue import exchange_of, final_turn_answer
 
 
 class AssessReply(BaseModel):
@@ -194,14 +193,10 @@ def final_answer(state: MGRetrievalState, runtime: Runtime[MGRetrievalContext]) 
     draft = (state.get("draft_answer") or "").strip()
     kept = [m["id"] for m in state.get("critical_memories") or []]
     chosen = [*(state.get("shown_turn_ids") or []), *(state.get("retrieved_turn_ids") or [])]
+    # issue 34: with mg_final_answer_continues the last assess exchange is continued, so a prompt cache serves it
     sent = state.get("mg_exchange") if ctx.mg_final_answer_continues else None
-    final: TurnAnswer | None = None
-    if sent:  # issue 34: the last assess exchange continued, so a prompt cache serves what it already read
-        final = continued_answer(ctx, ns, state["question"], sent, kept, chosen, ctx.mg_final_answer_tokens,
-                                 ("final_answer", "mgretrieval_continue"), shown_before=state.get("shown_turn_ids") or [])
-    if final is None:
-        final = answer_from_turns(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens,
-                                  node="final_answer")
+    final = final_turn_answer(ctx, ns, state["question"], kept, chosen, ctx.mg_final_answer_tokens, sent,
+                              ("final_answer", "mgretrieval_continue"), shown_before=state.get("shown_turn_ids") or [])
     out: dict[str, Any] = {"usage": final.usage, "shown_turn_ids": final.shown}
     note: dict[str, Any] = {"llm_role": "main", "final_draft": draft or None, **final.trace}
     if not final.answer:

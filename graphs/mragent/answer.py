@@ -20,8 +20,8 @@ from recollect.spans import is_short_span
 from recollect.state import union_ids
 from recollect.steps import NO_INFO, is_no_info, workspace
 from recollect.trace import emit
-from recollect.turn_answer import TurnAnswer, answer_from_turns
-from recollect.turn_continue import continued_answer
+from recollect.turn_answer import TurnAnswer
+from recollect.turn_continue import final_turn_answer
 
 
 def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, Any]:
@@ -41,14 +41,11 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         # which runs only when this one gives no answer and there is no navigate answer to keep.
         cited_first = map_supports(list(state.get("supports") or []), visible, g.turns) if draft else []
         chosen = shown_turns + list(state.get("retrieved_turn_ids") or [])
+        # issue 34: with mra_final_answer_continues the navigate exchange is continued, so a prompt cache serves it
         sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
-        if sent:  # issue 34: the navigate exchange continued, so a prompt cache serves what it already read
-            final = continued_answer(ctx, state["namespace"], state["question"], sent, cited_first, chosen,
-                                     ctx.mra_final_answer_tokens, ("final_answer", "mragent_continue"),
-                                     shown_before=state.get("masks") or [])
-        if final is None:
-            final = answer_from_turns(ctx, state["namespace"], state["question"], cited_first, chosen,
-                                      ctx.mra_final_answer_tokens, node="final_answer")
+        final = final_turn_answer(ctx, state["namespace"], state["question"], cited_first, chosen,
+                                  ctx.mra_final_answer_tokens, sent, ("final_answer", "mragent_continue"),
+                                  shown_before=state.get("masks") or [])
         usage, note = final.usage, {"final_draft": draft or None, **final.trace}
         shown_turns += [t for t in final.shown if t not in set(shown_turns)]
         update.update(masks=final.shown, shown_turn_ids=final.shown)
