@@ -187,10 +187,10 @@ class MRAgentSettings:
     # paths' events. 0 = the paper's seed.
     # Issue 34 (the paper sets no share: the seed is the paths' events). The seed's lines are most of the navigate
     # prompt (about 1,400 of its 1,800 tokens on the decisive rows), and with `mra_final_answer_tokens` the final
-    # call reads every turn the seed reached, the lines the navigate prompt could not hold included (they are in
-    # `retrieved_turn_ids`), ranked for the question. The navigate call then only chooses tool calls from them,
-    # so a smaller share costs its prefill less and leaves the final call's turns as they were, except for the
-    # tool results that it no longer chooses.
+    # call picks its turns, ranked for the question, from every turn the seed reached, the lines the navigate
+    # prompt could not hold included (they are in `retrieved_turn_ids`). The navigate call then mostly chooses tool
+    # calls, so a smaller share costs its prefill less and changes the final call's turns only through the tool
+    # results it chooses and the answer it may write (whose citations the final call reads first).
     mra_seed_share: float = setting(
         0.6, "MRAgent: share of the navigate prompt's memory room (llm_max_prompt_tokens less its instructions) "
              "that the seed's lines may fill; the rest is for kept memories and tool results", ge=0.05, le=1)
