@@ -37,6 +37,23 @@ class TurnAnswer:
     trace: dict[str, Any] = field(default_factory=dict)
 
 
+def with_neighbours(ctx: Context, namespace: str, ids: list[str], width: int) -> list[str]:
+    """`ids` (stored turns only), then the turns up to `width` places before and after each in its own session,
+    in conversation order, each once. Issue 35: a retrieved turn is often a reply ("Yes, last May!") whose
+    subject is in the turn before it, or a question whose answer is the turn after it; rag's chunks of
+    neighbouring turns show them together, a method's single turns do not."""
+    turns = workspace(ctx).turns(namespace)
+    known = [t for t in dict.fromkeys(ids) if t in turns]
+    if width <= 0:
+        return known
+    order = list(turns)
+    position = {tid: i for i, tid in enumerate(order)}
+    around = [order[j] for tid in known
+              for j in range(max(0, position[tid] - width), min(len(order), position[tid] + width + 1))
+              if turns[order[j]].session == turns[tid].session]
+    return list(dict.fromkeys(known + sorted(around, key=position.__getitem__)))
+
+
 def turns_for_answer(ctx: Context, namespace: str, question: str, first: list[str], chosen: list[str],
                      budget: int) -> tuple[list[str], list[str]]:
     """The turns the answer call reads, in conversation order, and those left out for the budget: `first`

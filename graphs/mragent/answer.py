@@ -20,7 +20,7 @@ from recollect.spans import is_short_span
 from recollect.state import union_ids
 from recollect.steps import NO_INFO, is_no_info, workspace
 from recollect.trace import emit
-from recollect.turn_answer import TurnAnswer
+from recollect.turn_answer import TurnAnswer, with_neighbours
 from recollect.turn_continue import final_turn_answer
 
 
@@ -40,13 +40,15 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         # returned, the navigate answer's citations first (recollect.turn_answer). It replaces the forced call,
         # which runs only when this one gives no answer and there is no navigate answer to keep.
         cited_first = map_supports(list(state.get("supports") or []), visible, g.turns) if draft else []
-        chosen = shown_turns + list(state.get("retrieved_turn_ids") or [])
+        looked_at = shown_turns + list(state.get("retrieved_turn_ids") or [])
+        chosen = with_neighbours(ctx, state["namespace"], looked_at, ctx.mra_final_neighbours)
         # issue 34: with mra_final_answer_continues the navigate exchange is continued, so a prompt cache serves it
         sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
         final = final_turn_answer(ctx, state["namespace"], state["question"], cited_first, chosen,
                                   ctx.mra_final_answer_tokens, sent, ("final_answer", "mragent_continue"),
                                   shown_before=state.get("masks") or [])
-        usage, note = final.usage, {"final_draft": draft or None, **final.trace}
+        usage, note = final.usage, {"final_draft": draft or None, **final.trace,
+                                    "final_neighbours": [t for t in chosen if t not in set(looked_at)]}
         shown_turns += [t for t in final.shown if t not in set(shown_turns)]
         update.update(masks=final.shown, shown_turn_ids=final.shown)
     if final is not None and final.answer:

@@ -123,6 +123,17 @@ class MRAgentSettings:
     # questions both layouts answered (README.md in this folder, "The final answer call") the continuation cost
     # about 650 computed prompt tokens a question less but answered clearly worse: among the navigate loop's
     # instructions and tool calls the 1.5B model loses rag's short answers, as it did before the final call.
+    # Issue 35 (the paper has no final answer call). On the 77 decisive questions with gold turns at 5d56a526 the
+    # final call showed 70.8 % of the gold turns (single-hop 76.5 % against rag's 85.3 % on the same questions): a
+    # cue path or a ranked turn reaches a turn, not the turn before it that says what it answers, which rag's
+    # chunks of neighbouring turns hold. Replaying the call's packing with the rows' turns (no model), adding the
+    # turns next to each in its session to the turns it ranks raised that to 76.6 % within the same 1,280 tokens
+    # (1 place each side; 2 places: 77.1 %). N > 0: the final answer call also ranks the turns up to N places
+    # before and after each turn the loop showed or returned (recollect.turn_answer.with_neighbours). 0 = only
+    # those turns.
+    mra_final_neighbours: int = setting(
+        1, "MRAgent: the final answer call also ranks the turns up to this many places before and after each turn "
+           "the loop showed or returned, in its session (0 = only those turns)", ge=0, le=5)
     mra_final_answer_continues: bool = setting(
         False, "MRAgent: the final answer call continues the last navigate exchange with one new message holding "
                "the turns it did not show (false = rag's own answer prompt with every turn)")

@@ -1,5 +1,6 @@
-"""The seed's share of the navigate prompt (`mra_seed_share`, issue 34): the navigate call reads fewer seed lines,
-and the final answer call still reads every turn the seed reached, those the navigate prompt left out included."""
+"""What MRAgent's final answer call picks from. The seed's share of the navigate prompt (`mra_seed_share`, issue 34):
+the navigate call reads fewer seed lines, and the final answer call still picks from every turn the seed reached.
+The neighbours (`mra_final_neighbours`, issue 35): it also ranks the turns next to those the loop looked at."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from recollect.graphs.mragent import seed as seed_module
 from recollect.graphs.mragent.seed import seed_budget
 from recollect.graphs.registry import AllMethodsContext
+from recollect.turn_answer import with_neighbours
 from tests.methods.mragent.fakes import TURNS_ANSWER, QuestionModel, ingest
 from tests.methods.mragent.test_memory import Q, nav, run, section
 
@@ -51,3 +53,27 @@ def test_a_smaller_seed_share_shows_fewer_seed_lines_and_the_final_call_still_re
     assert left_out <= set(state["retrieved_turn_ids"])
     assert left_out <= set(read_narrow)  # the final call reads the turns the navigate prompt no longer held
     assert set(read_narrow) == set(read_wide)
+
+
+def test_neighbours_are_the_turns_next_to_each_in_its_own_session(base: AllMethodsContext) -> None:
+    ctx = base.with_overrides()
+    assert with_neighbours(ctx, "ns", ["D1:3", "D2:1", "D9:9"], 1) == ["D1:3", "D2:1", "D1:2", "D1:4", "D2:2"]
+    assert with_neighbours(ctx, "ns", ["D1:6"], 2) == ["D1:6", "D1:4", "D1:5"]  # D2:1 is the next session's
+    assert with_neighbours(ctx, "ns", ["D1:3", "D1:3"], 0) == ["D1:3"]
+
+
+@pytest.mark.parametrize("width", [0, 1])
+def test_the_final_answer_call_ranks_the_neighbours_of_the_turns_the_loop_looked_at(
+        base: AllMethodsContext, monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    # one seed line (the budget set as a small share would set it): the loop looks at few turns
+    monkeypatch.setattr(seed_module, "seed_budget", lambda ctx, question: 20)
+    qm = QuestionModel(navigate=[nav([])], turns={"answer": "Riverside shelter", "supports": ["D1:3"]})
+    state, _ = run(base.with_overrides(chat_model=qm.model, mra_final_neighbours=width, **ON))
+    record = [r for r in state["trace"] if r["node"] == "answer"][-1]
+    looked_at = set(state["retrieved_turn_ids"]) - set(record["final_neighbours"])
+    read = TURN_LINE.findall([p for p in qm.model.prompts() if p.startswith(TURNS_ANSWER)][0])
+    if width == 0:
+        assert record["final_neighbours"] == [] and set(read) <= looked_at
+        return
+    assert record["final_neighbours"] and set(record["final_neighbours"]) <= set(read)
+    assert set(record["final_neighbours"]) == set(with_neighbours(base, "ns", sorted(looked_at), 1)) - looked_at
