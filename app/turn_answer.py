@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recollect.budget import pack
+from recollect.dialogue.models import Turn
 from recollect.llm.models import get_chat_model
 from recollect.llm.structured import StructuredResult, call_structured
 from recollect.llm.usage import estimate_tokens
@@ -37,12 +38,11 @@ class TurnAnswer:
     trace: dict[str, Any] = field(default_factory=dict)
 
 
-def with_neighbours(ctx: Context, namespace: str, ids: list[str], width: int) -> list[str]:
-    """`ids` (stored turns only), then the turns up to `width` places before and after each in its own session,
-    in conversation order, each once. Issue 35: a retrieved turn is often a reply ("Yes, last May!") whose
-    subject is in the turn before it, or a question whose answer is the turn after it; rag's chunks of
-    neighbouring turns show them together, a method's single turns do not."""
-    turns = workspace(ctx).turns(namespace)
+def with_neighbours(turns: dict[str, Turn], ids: list[str], width: int) -> list[str]:
+    """`ids` (those of `turns`, a conversation's turns in order), then the turns up to `width` places before and
+    after each in its own session, in conversation order, each once. Issue 35: a retrieved turn is often a reply
+    ("Yes, last May!") whose subject is in the turn before it, or a question whose answer is the turn after it;
+    rag's chunks of neighbouring turns show them together, a method's single turns do not."""
     known = [t for t in dict.fromkeys(ids) if t in turns]
     if width <= 0:
         return known

@@ -41,7 +41,7 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         # which runs only when this one gives no answer and there is no navigate answer to keep.
         cited_first = map_supports(list(state.get("supports") or []), visible, g.turns) if draft else []
         looked_at = shown_turns + list(state.get("retrieved_turn_ids") or [])
-        chosen = with_neighbours(ctx, state["namespace"], looked_at, ctx.mra_final_neighbours)
+        chosen = with_neighbours(g.ws.turns(state["namespace"]), looked_at, ctx.mra_final_neighbours)
         # issue 34: with mra_final_answer_continues the navigate exchange is continued, so a prompt cache serves it
         sent = state.get("mra_exchange") if ctx.mra_final_answer_continues else None
         final = final_turn_answer(ctx, state["namespace"], state["question"], cited_first, chosen,

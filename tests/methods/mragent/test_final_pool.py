@@ -11,6 +11,7 @@ import pytest
 from recollect.graphs.mragent import seed as seed_module
 from recollect.graphs.mragent.seed import seed_budget
 from recollect.graphs.registry import AllMethodsContext
+from recollect.steps import workspace
 from recollect.turn_answer import with_neighbours
 from tests.methods.mragent.fakes import TURNS_ANSWER, QuestionModel, ingest
 from tests.methods.mragent.test_memory import Q, nav, run, section
@@ -56,10 +57,10 @@ def test_a_smaller_seed_share_shows_fewer_seed_lines_and_the_final_call_still_re
 
 
 def test_neighbours_are_the_turns_next_to_each_in_its_own_session(base: AllMethodsContext) -> None:
-    ctx = base.with_overrides()
-    assert with_neighbours(ctx, "ns", ["D1:3", "D2:1", "D9:9"], 1) == ["D1:3", "D2:1", "D1:2", "D1:4", "D2:2"]
-    assert with_neighbours(ctx, "ns", ["D1:6"], 2) == ["D1:6", "D1:4", "D1:5"]  # D2:1 is the next session's
-    assert with_neighbours(ctx, "ns", ["D1:3", "D1:3"], 0) == ["D1:3"]
+    turns = workspace(base).turns("ns")
+    assert with_neighbours(turns, ["D1:3", "D2:1", "D9:9"], 1) == ["D1:3", "D2:1", "D1:2", "D1:4", "D2:2"]
+    assert with_neighbours(turns, ["D1:6"], 2) == ["D1:6", "D1:4", "D1:5"]  # D2:1 is the next session's
+    assert with_neighbours(turns, ["D1:3", "D1:3"], 0) == ["D1:3"]
 
 
 @pytest.mark.parametrize("width", [0, 1])
@@ -76,4 +77,4 @@ def test_the_final_answer_call_ranks_the_neighbours_of_the_turns_the_loop_looked
         assert record["final_neighbours"] == [] and set(read) <= looked_at
         return
     assert record["final_neighbours"] and set(record["final_neighbours"]) <= set(read)
-    assert set(record["final_neighbours"]) == set(with_neighbours(base, "ns", sorted(looked_at), 1)) - looked_at
+    assert set(record["final_neighbours"]) == set(with_neighbours(workspace(base).turns("ns"), sorted(looked_at), 1)) - looked_at
