@@ -47,8 +47,9 @@ def answer(state: MRAgentState, runtime: Runtime[MRAgentContext]) -> dict[str, A
         final = final_turn_answer(ctx, state["namespace"], state["question"], cited_first, chosen,
                                   ctx.mra_final_answer_tokens, sent, ("final_answer", "mragent_continue"),
                                   shown_before=state.get("masks") or [])
-        usage, note = final.usage, {"final_draft": draft or None, **final.trace,
-                                    "final_neighbours": [t for t in chosen if t not in set(looked_at)]}
+        neighbours = [t for t in chosen if t not in set(looked_at)]
+        usage, note = final.usage, {"final_draft": draft or None, **final.trace, "final_neighbours": neighbours}
+        update["retrieved_turn_ids"] = neighbours  # brought in by this step (the state's union keeps the rest)
         shown_turns += [t for t in final.shown if t not in set(shown_turns)]
         update.update(masks=final.shown, shown_turn_ids=final.shown)
     if final is not None and final.answer:
