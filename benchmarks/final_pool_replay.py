@@ -6,8 +6,8 @@
         [--out benchmarks/reports/eval_decisive/final_pool_mragent]
 
 For each decisive row of the graph at that fingerprint (and rag's row of the question, at rag's newest
-fingerprint), the final answer call's packing (`recollect.turn_answer.turns_for_answer`: the pool ranked for the
-question, cosine and BM25 fused, within `--budget` tokens of turn lines) is replayed over the row's
+fingerprint), the final answer call's packing (`recollect.turn_answer.turns_for_answer` itself: the pool ranked for
+the question, cosine and BM25 fused, within `--budget` tokens of turn lines) is replayed over the row's
 `retrieved_turn_ids` (the turns the method looked at) and over wider pools:
 
 - `pool`: the row's turns alone; where the row's shown turns are the final call's (MRAgent), this reproduces
@@ -37,12 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from recollect.budget import pack  # noqa: E402
 from recollect.eval.questions import build_question_set, stratified_sample  # noqa: E402
-from recollect.llm.usage import estimate_tokens  # noqa: E402
 from recollect.memory.turn_ranking import ranked_turns  # noqa: E402
-from recollect.memory.workspace import Workspace  # noqa: E402
-from recollect.turn_answer import with_neighbours  # noqa: E402
+from recollect.settings import Context  # noqa: E402
+from recollect.steps import workspace  # noqa: E402
+from recollect.turn_answer import turns_for_answer, with_neighbours  # noqa: E402
 
 
 def newest_rows(rows_dir: Path, graph: str, prefix: str | None) -> dict[str, dict[str, Any]]:
@@ -54,11 +53,12 @@ def newest_rows(rows_dir: Path, graph: str, prefix: str | None) -> dict[str, dic
 
 
 class Replay:
-    """The final call's packing over a conversation's stored turns."""
+    """The final call's packing over a conversation's stored turns (`ctx.data_dir`: the eval memory)."""
 
-    def __init__(self, ws: Workspace, namespace: str, question: str, budget: int) -> None:
-        self.ws, self.ns, self.question, self.budget = ws, namespace, question, budget
-        self.turns = ws.turns(namespace)
+    def __init__(self, ctx: Context, namespace: str, question: str, budget: int) -> None:
+        self.ctx, self.ns, self.question, self.budget = ctx, namespace, question, budget
+        self.ws = workspace(ctx)
+        self.turns = self.ws.turns(namespace)
 
     def neighbours(self, ids: list[str], width: int) -> list[str]:
         return with_neighbours(self.turns, ids, width)
@@ -67,9 +67,7 @@ class Replay:
         return ranked_turns(self.ws, self.ns, self.question, list(self.turns), n, "hybrid")
 
     def shown(self, pool: list[str]) -> set[str]:
-        known = [t for t in dict.fromkeys(pool) if t in self.turns]
-        order = ranked_turns(self.ws, self.ns, self.question, known, len(known), "hybrid")
-        return set(pack(order, self.budget, lambda tid: estimate_tokens(self.turns[tid].render()), keep_first=True).kept)
+        return set(turns_for_answer(self.ctx, self.ns, self.question, [], pool, self.budget)[0])
 
 
 POOLS: dict[str, Callable[[Replay, list[str]], list[str]]] = {
@@ -95,14 +93,14 @@ def main() -> None:
     rag = newest_rows(Path(a.rows), "rag", None)
     qset = build_question_set(a.data, categories=(1, 2, 3, 4), conversations=["conv-26", "conv-30"])
     questions = {q.id: q for q in stratified_sample(qset.questions, 120, seed=0)}
-    ws = Workspace(os.path.expanduser(a.memory))
+    ctx = Context(data_dir=os.path.expanduser(a.memory))
     shares: dict[tuple[str, str], list[float]] = {}
     for qid, row in rows.items():
         q = questions.get(qid)
         if q is None or not q.evidence_ids or qid not in rag:
             continue
         gold = set(q.evidence_ids)
-        replay = Replay(ws, f"locomo-{q.sample_id}", q.question, a.budget)
+        replay = Replay(ctx, f"locomo-{q.sample_id}", q.question, a.budget)
         found = {"row (evidence_shown)": row["evidence_shown"], "rag (evidence_shown)": rag[qid]["evidence_shown"]}
         for name, widen in POOLS.items():
             found[name] = len(gold & replay.shown(widen(replay, list(row["retrieved_turn_ids"])))) / len(gold)
