@@ -113,16 +113,6 @@ class MRAgentSettings:
     mra_final_answer_tokens: int = setting(
         1280, "MRAgent: one last call answers as rag does from the turns the loop showed and returned, the navigate "
               "answer's citations first, within this many tokens of turns (0 = the spec's answer)", ge=0, paper=0)
-    # Issue 34: the final answer call in rag's own prompt re-sends every turn it reads, and a CPU server computes
-    # all of it (about 1,300 prompt tokens a question, a second navigate call's worth), since no earlier prompt of
-    # the question begins the same way. True: it continues the last navigate exchange instead (as the forced call
-    # does with mra_answer_continues): the navigate prompt and reply unchanged, so the server's cache serves them,
-    # then one message with rag's answer rules and only the picked turns the navigate prompt did not hold, in rag's
-    # turn lines (final.py). It reads the same turns, plus the navigate prompt's. False = rag's own prompt. JSON
-    # protocol only; a continuation that would not fit the runtime's window uses rag's prompt. Off: on the decisive
-    # questions both layouts answered (README.md in this folder, "The final answer call") the continuation cost
-    # about 650 computed prompt tokens a question less but answered clearly worse: among the navigate loop's
-    # instructions and tool calls the 1.5B model loses rag's short answers, as it did before the final call.
     # Issue 35 (the paper has no final answer call). On the 77 decisive questions with gold turns at 5d56a526 the
     # final call showed 70.8 % of the gold turns (single-hop 76.5 % against rag's 85.3 % on the same questions): a
     # cue path or a ranked turn reaches a turn, not the turn before it that says what it answers, which rag's
@@ -134,6 +124,16 @@ class MRAgentSettings:
     mra_final_neighbours: int = setting(
         1, "MRAgent: the final answer call also ranks the turns up to this many places before and after each turn "
            "the loop showed or returned, in its session (0 = only those turns)", ge=0, le=5)
+    # Issue 34: the final answer call in rag's own prompt re-sends every turn it reads, and a CPU server computes
+    # all of it (about 1,300 prompt tokens a question, a second navigate call's worth), since no earlier prompt of
+    # the question begins the same way. True: it continues the last navigate exchange instead (as the forced call
+    # does with mra_answer_continues): the navigate prompt and reply unchanged, so the server's cache serves them,
+    # then one message with rag's answer rules and only the picked turns the navigate prompt did not hold, in rag's
+    # turn lines (final.py). It reads the same turns, plus the navigate prompt's. False = rag's own prompt. JSON
+    # protocol only; a continuation that would not fit the runtime's window uses rag's prompt. Off: on the decisive
+    # questions both layouts answered (README.md in this folder, "The final answer call") the continuation cost
+    # about 650 computed prompt tokens a question less but answered clearly worse: among the navigate loop's
+    # instructions and tool calls the 1.5B model loses rag's short answers, as it did before the final call.
     mra_final_answer_continues: bool = setting(
         False, "MRAgent: the final answer call continues the last navigate exchange with one new message holding "
                "the turns it did not show (false = rag's own answer prompt with every turn)")
@@ -190,12 +190,6 @@ class MRAgentSettings:
     mra_question_cues: Literal["lexical", "llm"] = setting(
         "lexical", "MRAgent: the question's cues are its content words and their forms in the memory, no call "
                    "(lexical), or an LLM cue call (llm, the paper)", paper="llm")
-    # Issue 35 (the paper: the seed is the cue-tag graph's paths only). On the decisive rows MRAgent's largest
-    # leak was retrieval: its seed reached 61 % of the gold turns, rag's one similarity search 70 % (single-hop
-    # 63 vs 80 %), since a cue path only reaches a turn that shares the question's words. N > 0: the seed also
-    # lists the N turns most relevant to the question by cosine and BM25 fused (recollect.memory.turn_ranking,
-    # as HyMem's light call ranks them) that the paths did not reach, under the seed's budget, after the
-    # paths' events. 0 = the paper's seed.
     # Issue 34 (the paper sets no share: the seed is the paths' events). The seed's lines are most of the navigate
     # prompt (about 1,400 of its 1,800 tokens on the decisive rows), and with `mra_final_answer_tokens` the final
     # call picks its turns, ranked for the question, from every turn the seed reached, the lines the navigate
@@ -205,6 +199,12 @@ class MRAgentSettings:
     mra_seed_share: float = setting(
         0.6, "MRAgent: share of the navigate prompt's memory room (llm_max_prompt_tokens less its instructions) "
              "that the seed's lines may fill; the rest is for kept memories and tool results", ge=0.05, le=1)
+    # Issue 35 (the paper: the seed is the cue-tag graph's paths only). On the decisive rows MRAgent's largest
+    # leak was retrieval: its seed reached 61 % of the gold turns, rag's one similarity search 70 % (single-hop
+    # 63 vs 80 %), since a cue path only reaches a turn that shares the question's words. N > 0: the seed also
+    # lists the N turns most relevant to the question by cosine and BM25 fused (recollect.memory.turn_ranking,
+    # as HyMem's light call ranks them) that the paths did not reach, under the seed's budget, after the
+    # paths' events. 0 = the paper's seed.
     mra_seed_ranked_turns: int = setting(
         8, "MRAgent: turns ranked by cosine and BM25 fused added to the seed after the cue paths' events "
            "(0 = the paper's seed)", ge=0, paper=0)
